@@ -1,0 +1,1 @@
+"""Level 1 tasks."""

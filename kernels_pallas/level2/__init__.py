@@ -1,0 +1,1 @@
+"""Level 2 tasks."""

@@ -1,0 +1,1 @@
+"""leap-jax: LEAP multi-turn RL for writing JAX Pallas kernels."""

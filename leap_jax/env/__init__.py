@@ -1,0 +1,1 @@
+"""The kernel environment: checks, verifies and times candidate kernels."""

@@ -1,0 +1,234 @@
+"""The kernel environment: answers in, verdicts out (design.md section 5).
+
+Screening and judging happen here, in the trusted process; candidates run only
+in pool workers. Trial inputs come from fresh secret seeds on every call and
+the reference outputs never leave this process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import secrets
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+import kernels_pallas
+from leap_jax.env import candidate
+from leap_jax.env import compare
+from leap_jax.env import pool as pool_lib
+from leap_jax.env import sandbox
+from leap_jax.env import screen
+from leap_jax.env import timing as timing_lib
+from leap_jax.env.verdict import Status, Timing, Verdict
+
+_LOG = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvConfig:
+  pool: pool_lib.PoolConfig = pool_lib.PoolConfig()
+  trials: int = 3                      # fresh random input sets per candidate
+  check_lowering: bool = True          # lower for the GPU backend on CPU hosts
+  timing: bool = False                 # time correct candidates
+  timing_config: timing_lib.TimingConfig = timing_lib.TimingConfig()
+  calibration_tasks: tuple[str, ...] = ("level1/vector_add", "level1/relu")
+  calibration_repeats: int = 4         # A/A runs per calibration task
+  band_floor: float = 0.02
+  memory_bytes: int = 8 << 30
+  cpu_seconds: int = 300
+
+  @property
+  def backend(self) -> str:
+    setups = self.pool.setups
+    return setups[0].backend if setups else "interpret"
+
+
+@dataclasses.dataclass
+class _TaskBatch:
+  """Inputs and reference outputs for one task within one evaluate call."""
+  task: kernels_pallas.Task
+  inputs: list[tuple[np.ndarray, ...]]
+  reference_outputs: list[list[np.ndarray]]
+  treedef: str
+  leaves: list[tuple[list[int], str]]
+
+
+def _fresh_key() -> jax.Array:
+  return jax.random.key(secrets.randbits(63))
+
+
+class KernelEnv:
+  """Evaluates model answers for kernel tasks through a worker pool."""
+
+  def __init__(self, config: EnvConfig = EnvConfig()):
+    self.config = config
+    self.pool = pool_lib.WorkerPool(config.pool)
+    self.band: float | None = None
+    self._exports: dict[str, bytes] = {}
+    self._references: dict[str, Any] = {}
+    _LOG.info(
+        "kernel env: %d workers (%s), backend %s; sandbox: AST screen, audit "
+        "hook, restricted builtins, rlimits, network namespace where "
+        "permitted; bubblewrap is not used (workers are forked from a "
+        "forkserver, not exec'd)", self.pool.size, config.pool.start_method,
+        config.backend)
+
+  def close(self) -> None:
+    self.pool.close()
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.close()
+
+  @property
+  def interpret(self) -> bool:
+    return self.config.backend == "interpret"
+
+  # Reference side: inputs, outputs, exported program for timing.
+
+  def _reference_fn(self, task: kernels_pallas.Task):
+    if task.task_id not in self._references:
+      self._references[task.task_id] = jax.jit(task.reference)
+    return self._references[task.task_id]
+
+  def _reference_export(self, task: kernels_pallas.Task) -> bytes:
+    if task.task_id not in self._exports:
+      platform = "cpu" if self.interpret else "cuda"
+      exported = jax.export.export(jax.jit(task.reference),
+                                   platforms=[platform])(*task.input_shapes())
+      self._exports[task.task_id] = bytes(exported.serialize())
+    return self._exports[task.task_id]
+
+  def _task_batch(self, task: kernels_pallas.Task) -> _TaskBatch:
+    keys = jax.random.split(_fresh_key(), self.config.trials)
+    inputs, outputs = [], []
+    for key in keys:
+      trial = tuple(np.array(x) for x in task.make_inputs(key))
+      out = self._reference_fn(task)(*trial)
+      leaves, treedef = jax.tree.flatten(out)
+      inputs.append(trial)
+      outputs.append([np.array(leaf) for leaf in leaves])
+    return _TaskBatch(task, inputs, outputs, str(treedef),
+                      [(list(o.shape), o.dtype.name) for o in outputs[0]])
+
+  def _job(self, batch: _TaskBatch, source: str) -> dict[str, Any]:
+    cfg = self.config
+    return {
+        "source": source,
+        "arg_shapes": [(list(x.shape), x.dtype.name) for x in batch.inputs[0]],
+        "trial_inputs": batch.inputs,
+        "check_lowering": cfg.check_lowering,
+        "limits": dataclasses.asdict(sandbox.Limits(
+            memory_bytes=cfg.memory_bytes, cpu_seconds=cfg.cpu_seconds)),
+        "timing": dataclasses.asdict(cfg.timing_config),
+        "reference_export": None,
+    }
+
+  def _judge(self, batch: _TaskBatch, want_timing: bool):
+    def judge(header, arrays):
+      got_leaves = header.get("leaves") or []
+      wrong = compare.compare_structure(
+          str(header.get("treedef")), got_leaves, batch.treedef, batch.leaves)
+      n = len(batch.leaves)
+      if wrong is None and len(arrays) != n * len(batch.inputs):
+        wrong = compare.Comparison(Status.WRONG_OUTPUT, "Missing outputs.")
+      if wrong is not None:
+        return wrong, False
+      got = [a for i in range(len(batch.inputs))
+             for a in arrays[i * n:(i + 1) * n]]
+      want = [o for outs in batch.reference_outputs for o in outs]
+      result = compare.compare_values(got, want, batch.task.atol,
+                                      batch.task.rtol)
+      return result, want_timing and result.status is Status.OK
+    return judge
+
+  # Public API.
+
+  def evaluate(self, requests: Sequence[tuple[str, str]],
+               timing_on: bool | None = None) -> list[Verdict]:
+    """One verdict per (task_id, answer), in order."""
+    timing_on = self.config.timing if timing_on is None else timing_on
+    if timing_on and self.band is None:
+      self.calibrate()
+    verdicts: list[Verdict | None] = [None] * len(requests)
+    batches: dict[str, _TaskBatch] = {}
+    jobs, judges, where = [], [], []
+    for i, (task_id, answer) in enumerate(requests):
+      start = time.monotonic()
+      task = kernels_pallas.get_task(task_id)
+      source = candidate.extract_code(answer)
+      if source is None:
+        verdicts[i] = Verdict(task_id, Status.NO_CODE,
+                              seconds=time.monotonic() - start)
+        continue
+      screened = screen.screen_source(source)
+      if screened.status is not None:
+        verdicts[i] = Verdict(task_id, screened.status, screened.detail,
+                              seconds=time.monotonic() - start)
+        continue
+      if task_id not in batches:
+        batches[task_id] = self._task_batch(task)
+      job = self._job(batches[task_id], source)
+      if timing_on:
+        job["reference_export"] = self._reference_export(task)
+      jobs.append(job)
+      judges.append(self._judge(batches[task_id], timing_on))
+      where.append(i)
+    for i, outcome in zip(where, self.pool.run(jobs, judges)):
+      verdicts[i] = self._verdict(requests[i][0], outcome)
+    return verdicts
+
+  def _verdict(self, task_id: str, outcome: pool_lib.Outcome) -> Verdict:
+    if outcome.status is not None:
+      return Verdict(task_id, outcome.status, outcome.detail,
+                     seconds=outcome.seconds)
+    result: compare.Comparison = outcome.judged
+    timing_result = None
+    if outcome.timing is not None:
+      timing_result = self._timing(outcome.timing)
+    return Verdict(task_id, result.status, result.detail,
+                   seconds=outcome.seconds, timing=timing_result,
+                   errors=result.errors)
+
+  def _timing(self, message: dict[str, Any]) -> Timing:
+    times = timing_lib.RoundTimes(tuple(message["a_seconds"]),
+                              tuple(message["b_seconds"]))
+    est = timing_lib.speedup_estimate(times, self.config.timing_config.bootstrap,
+                                  self.config.timing_config.seed)
+    return Timing(speedup=timing_lib.banded_speedup(est.median, self.band),
+                  raw_speedup=est.median, ci_low=est.ci_low,
+                  ci_high=est.ci_high, band=self.band, rounds=est.rounds,
+                  ref_seconds=est.a_seconds, cand_seconds=est.b_seconds,
+                  interpret=self.interpret)
+
+  def calibrate(self) -> float:
+    """A/A runs of references against themselves; sets the noise band."""
+    jobs = []
+    for task_id in self.config.calibration_tasks:
+      batch = self._task_batch(kernels_pallas.get_task(task_id))
+      job = self._job(batch, source="")
+      job["reference_export"] = self._reference_export(batch.task)
+      job["aa_calibration"] = True
+      jobs += [job] * self.config.calibration_repeats
+    outcomes = self.pool.run(jobs, [None] * len(jobs))
+    ratios = []
+    for outcome in outcomes:
+      if outcome.timing is None:
+        raise RuntimeError(f"A/A calibration failed: {outcome.status} "
+                           f"{outcome.detail}")
+      times = timing_lib.RoundTimes(tuple(outcome.timing["a_seconds"]),
+                                tuple(outcome.timing["b_seconds"]))
+      ratios.append(timing_lib.speedup_estimate(times).median)
+    self.band = timing_lib.noise_band(ratios, floor=self.config.band_floor)
+    self.calibration_ratios = ratios
+    _LOG.info("noise band: +-%.1f%% (|log ratio| q95 of %d A/A runs, %s)",
+              100 * self.band, len(ratios),
+              "interpret mode on CPU" if self.interpret else "GPU")
+    return self.band

@@ -1,0 +1,173 @@
+"""Run-time confinement of the worker process that executes one candidate.
+
+Applied after the harness has imported and warmed up everything it needs, and
+before the candidate's code runs. Every layer is irrevocable for the process:
+rlimits, a network namespace where the kernel allows one, stdio to /dev/null,
+an audit hook and restricted builtins. A blocked action is recorded where the
+candidate cannot reach it, so catching the exception does not hide it.
+"""
+
+from __future__ import annotations
+
+import builtins
+import ctypes
+import ctypes.util
+import dataclasses
+import os
+import resource
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+from leap_jax.env import screen
+
+_CLONE_NEWNET = 0x40000000
+
+# Audit events that a kernel never needs (prefix match).
+_BLOCKED_EVENT_PREFIXES = (
+    "socket.", "subprocess.", "os.system", "os.exec", "os.posix_spawn",
+    "os.spawn", "os.fork", "os.forkpty", "os.kill", "os.killpg", "os.putenv",
+    "os.unsetenv", "os.remove", "os.rename", "os.rmdir", "os.mkdir",
+    "os.chmod", "os.chown", "os.link", "os.symlink", "os.truncate",
+    "os.utime", "os.chdir", "os.listdir", "os.scandir", "os.listxattr",
+    "os.setxattr", "os.removexattr", "shutil.", "ctypes.", "glob.",
+    "sys.settrace", "sys.setprofile", "sys.addaudithook", "pty.",
+    "urllib.", "http.", "ftplib.", "smtplib.", "webbrowser.", "mmap.",
+    "_posixsubprocess.", "resource.setrlimit", "signal.", "sqlite3.",
+)
+
+_SAFE_BUILTINS = frozenset({
+    "abs", "all", "any", "bool", "callable", "chr", "dict", "divmod",
+    "enumerate", "filter", "float", "frozenset", "hash", "int", "isinstance",
+    "issubclass", "iter", "len", "list", "map", "max", "min", "next", "ord",
+    "pow", "print", "range", "repr", "reversed", "round", "set", "slice",
+    "sorted", "str", "sum", "tuple", "zip", "bytes", "complex", "format",
+    "hex", "bin", "oct", "id", "classmethod", "staticmethod", "property",
+    "__build_class__", "__name__", "None", "True", "False", "Ellipsis",
+    "NotImplemented", "ArithmeticError", "AssertionError", "AttributeError",
+    "Exception", "IndexError", "KeyError", "LookupError", "NotImplementedError",
+    "OverflowError", "RuntimeError", "StopIteration", "TypeError",
+    "ValueError", "ZeroDivisionError",
+})
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+  memory_bytes: int
+  cpu_seconds: int
+  file_bytes: int = 1 << 20
+  open_files: int = 256
+  processes: int = 0
+
+
+class _Violations:
+  """Blocked actions; the candidate holds no reference to the instance."""
+
+  def __init__(self):
+    self._events: list[str] = []
+
+  def record(self, what: str) -> PermissionError:
+    self._events.append(what)
+    return PermissionError(f"sandbox: {what} is not allowed")
+
+  def first(self) -> str | None:
+    return self._events[0] if self._events else None
+
+
+VIOLATIONS = _Violations()
+
+
+def apply_limits(limits: Limits) -> None:
+  soft_hard = lambda v: (v, v)  # noqa: E731
+  resource.setrlimit(resource.RLIMIT_AS, soft_hard(limits.memory_bytes))
+  resource.setrlimit(resource.RLIMIT_CPU, soft_hard(limits.cpu_seconds))
+  resource.setrlimit(resource.RLIMIT_FSIZE, soft_hard(limits.file_bytes))
+  resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+  _, nofile_hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+  nofile = min(limits.open_files, nofile_hard) if nofile_hard > 0 else limits.open_files
+  resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+  try:  # root ignores RLIMIT_NPROC; the audit hook covers fork/spawn then
+    resource.setrlimit(resource.RLIMIT_NPROC, soft_hard(limits.processes))
+  except (ValueError, OSError):
+    pass
+
+
+def isolate_network() -> bool:
+  """Moves this process into an empty network namespace, if permitted."""
+  libc_name = ctypes.util.find_library("c")
+  if not libc_name:
+    return False
+  libc = ctypes.CDLL(libc_name, use_errno=True)
+  return libc.unshare(_CLONE_NEWNET) == 0
+
+
+def silence_stdio() -> None:
+  """Candidate output goes nowhere; results travel on a private pipe."""
+  sys.stdout.flush()
+  sys.stderr.flush()
+  devnull = os.open(os.devnull, os.O_RDWR)
+  for fd in (0, 1, 2):
+    os.dup2(devnull, fd)
+  os.close(devnull)
+
+
+def _under(path: str, roots: Iterable[str]) -> bool:
+  return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def install_audit_hook(scratch_dir: str, read_roots: Iterable[str]) -> None:
+  """Blocks escapes; reads only below `read_roots`, writes only in scratch."""
+  scratch = os.path.realpath(scratch_dir)
+  roots = tuple(os.path.realpath(r) for r in read_roots)
+
+  def hook(event: str, args: tuple[Any, ...]) -> None:
+    if event == "open":
+      path, mode = args[0], args[1]
+      if not isinstance(path, str | bytes):
+        raise VIOLATIONS.record("opening a file descriptor")
+      path = os.path.realpath(os.fsdecode(path))
+      writes = isinstance(mode, str) and any(c in mode for c in "wax+")
+      if isinstance(mode, int):
+        writes = bool(mode & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))
+      if _under(path, (scratch,)) or (not writes and _under(path, roots)):
+        return
+      raise VIOLATIONS.record(f"open({path!r})")
+    if event.startswith(_BLOCKED_EVENT_PREFIXES):
+      raise VIOLATIONS.record(event)
+
+  sys.addaudithook(hook)
+
+
+def _denied(name: str):
+  def stub(*args, **kwargs):
+    raise VIOLATIONS.record(f"{name}()")
+  return stub
+
+
+def _guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
+  if level != 0 or name not in screen.ALLOWED_MODULES:
+    raise VIOLATIONS.record(f"import {name}")
+  for attr in fromlist or ():
+    if (attr in screen.FORBIDDEN_ATTRIBUTES or attr.startswith("_")
+        or attr == "*"):
+      raise VIOLATIONS.record(f"from {name} import {attr}")
+  return builtins.__import__(name, globals, locals, fromlist, level)
+
+
+def restricted_builtins() -> dict[str, Any]:
+  """Builtins for the candidate's module: the harmless ones plus stubs."""
+  table = {k: v for k, v in vars(builtins).items() if k in _SAFE_BUILTINS}
+  for name in screen.FORBIDDEN_NAMES:
+    if name not in table:
+      table[name] = _denied(name)
+  table["__import__"] = _guarded_import
+  return table
+
+
+def read_roots() -> list[str]:
+  """Where the worker may read: Python, site-packages and the harness's own
+  source (jax formats errors with source lines); never the tasks."""
+  roots = {sys.prefix, sys.base_prefix, sys.exec_prefix,
+           os.path.dirname(os.path.abspath(__file__))}
+  roots |= {p for p in sys.path if "site-packages" in p or "dist-packages" in p}
+  return sorted(roots)

@@ -1,0 +1,63 @@
+"""EnvConfig from the `env` block of a run config (configs/leap.py)."""
+
+from __future__ import annotations
+
+import os
+
+import ml_collections
+
+from leap_jax.env import pool as pool_lib
+from leap_jax.env import timing as timing_lib
+from leap_jax.env import worker as worker_lib
+from leap_jax.env.environment import EnvConfig
+
+BACKENDS = ("auto", "interpret", "triton", "mosaic")
+
+
+def resolve_backend(name: str, has_gpu: bool) -> str:
+  """The concrete backend; a GPU backend on a host without one is an error."""
+  if name not in BACKENDS:
+    raise ValueError(f"env.backend must be one of {BACKENDS}, got {name!r}")
+  if name == "auto":
+    return "triton" if has_gpu else "interpret"
+  if name != "interpret" and not has_gpu:
+    raise ValueError(f"env.backend={name!r} needs a GPU host; this host has "
+                     "none (use 'auto' or 'interpret')")
+  return name
+
+
+def _host_has_gpu() -> bool:
+  import jax  # pylint: disable=g-import-not-at-top
+  return any(d.platform == "gpu" for d in jax.devices())
+
+
+def env_config_from(cfg: ml_collections.ConfigDict,
+                    has_gpu: bool | None = None) -> EnvConfig:
+  """Builds the environment's config from the `env` config block."""
+  has_gpu = _host_has_gpu() if has_gpu is None else has_gpu
+  backend = resolve_backend(cfg.backend, has_gpu)
+  devices = [d.strip() for d in str(cfg.verify_devices).split(",") if d.strip()]
+  if backend == "interpret":
+    n = cfg.num_workers or os.cpu_count() or 1
+    setups = tuple(worker_lib.WorkerSetup(backend=backend,
+                                          check_lowering=cfg.check_lowering)
+                   for _ in range(n))
+  else:
+    devices = devices or ["0"]
+    n = cfg.num_workers or len(devices)
+    setups = tuple(worker_lib.WorkerSetup(backend=backend,
+                                          visible_device=devices[i % len(devices)],
+                                          check_lowering=False)
+                   for i in range(n))
+  pool = pool_lib.PoolConfig(
+      num_workers=n, start_method=cfg.start_method, deadline_s=cfg.deadline_s,
+      timing_deadline_s=cfg.timing_deadline_s,
+      startup_deadline_s=cfg.startup_deadline_s, setups=setups)
+  return EnvConfig(
+      pool=pool, trials=cfg.trials, check_lowering=cfg.check_lowering,
+      timing=cfg.timing,
+      timing_config=timing_lib.TimingConfig(
+          rounds=cfg.timing_rounds, max_seconds=cfg.timing_max_seconds),
+      calibration_tasks=tuple(cfg.calibration_tasks),
+      calibration_repeats=cfg.calibration_repeats, band_floor=cfg.band_floor,
+      memory_bytes=int(cfg.memory_gb * (1 << 30)), cpu_seconds=cfg.cpu_seconds)

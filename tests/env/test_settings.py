@@ -1,0 +1,35 @@
+import pytest
+
+from configs import leap
+from leap_jax.env import settings
+
+
+def test_cpu_host_gets_interpret_workers_one_per_core():
+  cfg = leap.get_config().env
+  env_config = settings.env_config_from(cfg, has_gpu=False)
+  assert env_config.backend == "interpret"
+  assert all(s.backend == "interpret" for s in env_config.pool.setups)
+  assert env_config.memory_bytes == 8 << 30 and env_config.trials == 3
+
+
+def test_gpu_host_gets_one_worker_per_verify_device():
+  cfg = leap.get_config().env
+  cfg.verify_devices = "2,3"
+  env_config = settings.env_config_from(cfg, has_gpu=True)
+  assert env_config.backend == "triton"
+  assert [s.visible_device for s in env_config.pool.setups] == ["2", "3"]
+  assert not any(s.check_lowering for s in env_config.pool.setups)
+
+
+@pytest.mark.parametrize("name,gpu,want", [
+    ("auto", False, "interpret"), ("auto", True, "triton"),
+    ("mosaic", True, "mosaic"), ("interpret", True, "interpret")])
+def test_resolve_backend(name, gpu, want):
+  assert settings.resolve_backend(name, gpu) == want
+
+
+def test_bad_backends_are_clear_errors():
+  with pytest.raises(ValueError, match="one of"):
+    settings.resolve_backend("cuda", True)
+  with pytest.raises(ValueError, match="needs a GPU"):
+    settings.resolve_backend("triton", False)
