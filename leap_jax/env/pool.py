@@ -31,6 +31,15 @@ ALLOWED_DTYPES = frozenset({"float32", "float16", "bfloat16", "float64",
                             "uint32", "bool"})
 
 
+# Statuses a worker may report about its own candidate. A worker runs
+# untrusted code, so `ok` only ever comes from the judge and `harness_error`
+# only from the pool.
+_WORKER_STATUSES = {s.value: s for s in (
+    Status.MISSING_ENTRY_POINT, Status.FORBIDDEN, Status.NO_KERNEL,
+    Status.COMPUTE_OUTSIDE_KERNEL, Status.LOWERING_ERROR,
+    Status.RUNTIME_ERROR)}
+
+
 @dataclasses.dataclass(frozen=True)
 class PoolConfig:
   num_workers: int = 0                 # 0: one per core
@@ -215,7 +224,10 @@ class WorkerPool:
       if message is None:
         return Outcome(Status.TIMEOUT, f"No result within {cfg.deadline_s:.0f} s.")
       if message.get("kind") == "verdict":
-        return Outcome(Status(message["status"]), str(message.get("detail", "")))
+        status = _WORKER_STATUSES.get(message.get("status"))
+        if status is None:  # ok is the judge's word, harness_error the pool's
+          return Outcome(Status.CRASHED, "Malformed verdict from the worker.")
+        return Outcome(status, str(message.get("detail", "")))
       if message.get("kind") == "timing" and job.get("aa_calibration"):
         return Outcome(timing=message)
       if message.get("kind") != "outputs" or judge is None:

@@ -115,27 +115,69 @@ def _under(path: str, roots: Iterable[str]) -> bool:
   return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
-def install_audit_hook(scratch_dir: str, read_roots: Iterable[str]) -> None:
-  """Blocks escapes; reads only below `read_roots`, writes only in scratch."""
+def install_audit_hook(scratch_dir: str, read_roots: Iterable[str],
+                       candidate_filename: str = "<candidate>") -> None:
+  """Blocks escapes; reads only below `read_roots`, writes only in scratch.
+
+  Everything the hook uses is bound here, so a candidate that rewrites this
+  module's globals later cannot disarm it. Frame and code introspection,
+  compile/exec and new threads are refused when candidate code asks for
+  them (directly, or anywhere up the stack for compile/exec/threads).
+  """
   scratch = os.path.realpath(scratch_dir)
   roots = tuple(os.path.realpath(r) for r in read_roots)
+  blocked = tuple(_BLOCKED_EVENT_PREFIXES)
+  record, realpath, fsdecode, under = (
+      VIOLATIONS.record, os.path.realpath, os.fsdecode, _under)
+  getframe = sys._getframe
+  write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT
+  busy = [False]
+  from_stack = frozenset({"compile", "exec", "_thread.start_new_thread"})
+
+  def candidate_asks(depth: int) -> bool:
+    if busy[0]:  # events raised while we look at frames
+      return False
+    busy[0] = True
+    try:
+      frame = getframe(2)
+      while frame is not None and depth > 0:
+        if frame.f_code.co_filename == candidate_filename:
+          return True
+        frame, depth = frame.f_back, depth - 1
+      return False
+    finally:
+      busy[0] = False
 
   def hook(event: str, args: tuple[Any, ...]) -> None:
     if event == "open":
       path, mode = args[0], args[1]
       if not isinstance(path, str | bytes):
-        raise VIOLATIONS.record("opening a file descriptor")
-      path = os.path.realpath(os.fsdecode(path))
+        raise record("opening a file descriptor")
+      path = realpath(fsdecode(path))
       writes = isinstance(mode, str) and any(c in mode for c in "wax+")
       if isinstance(mode, int):
-        writes = bool(mode & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))
-      if _under(path, (scratch,)) or (not writes and _under(path, roots)):
+        writes = bool(mode & write_flags)
+      if under(path, (scratch,)) or (not writes and under(path, roots)):
         return
-      raise VIOLATIONS.record(f"open({path!r})")
-    if event.startswith(_BLOCKED_EVENT_PREFIXES):
-      raise VIOLATIONS.record(event)
+      raise record(f"open({path!r})")
+    if event.startswith(blocked):
+      raise record(event)
+    if event in ("object.__getattr__", "sys._getframe") and candidate_asks(1):
+      raise record(f"{event}{args[1:2]!r}")
+    if event in from_stack and candidate_asks(200):
+      raise record(event)
 
   sys.addaudithook(hook)
+
+
+def block_threads() -> None:
+  """No new Python threads (Python 3.11 has no audit event for them)."""
+  import _thread
+  import threading
+  stub = _denied("starting a thread")
+  _thread.start_new_thread = stub
+  _thread.start_new = stub
+  threading._start_new_thread = stub  # noqa: SLF001
 
 
 def _denied(name: str):

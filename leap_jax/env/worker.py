@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import linecache
 import os
+import sys
 import tempfile
 import traceback
 from typing import Any
@@ -141,6 +142,37 @@ def _check_structure(closed) -> None:
                 f"Operations outside pallas_call: {', '.join(outside)}.")
 
 
+# Modules whose globals a candidate could rewrite to change the verdict.
+_WATCHED_MODULES = (
+    "builtins", "jax", "jax.numpy", "jax.lax", "jax.core",
+    "jax.experimental.pallas", "numpy", "time", "leap_jax.env.worker",
+    "leap_jax.env.jaxpr_tools", "leap_jax.env.sandbox", "leap_jax.env.screen",
+    "leap_jax.env.timing", "leap_jax.env.wire", "leap_jax.env.verdict")
+_MISSING = object()
+
+
+def _tamper_guard():
+  """A check, bound now, that names what changed in the watched modules.
+
+  jax and numpy may gain attributes (lazy submodules); the harness modules
+  may not change at all.
+  """
+  modules, get_dict, missing = sys.modules, vars, _MISSING
+  before = {name: (modules[name], dict(get_dict(modules[name])))
+            for name in _WATCHED_MODULES if name in modules}
+
+  def changed() -> str | None:
+    for name, (module, attrs) in before.items():
+      now = get_dict(module)
+      for key, value in attrs.items():
+        if now.get(key, missing) is not value:
+          return f"{name}.{key}"
+      if name.startswith("leap_jax.") and len(now) != len(attrs):
+        return name
+    return None
+  return changed
+
+
 def _tree_summary(out_shape) -> dict[str, Any]:
   leaves, treedef = jax.tree.flatten(out_shape)
   return {"treedef": str(treedef),
@@ -152,9 +184,13 @@ def run_job(job: dict[str, Any], setup: WorkerSetup, send) -> None:
   shapes = [jax.ShapeDtypeStruct(tuple(s), jnp.dtype(d))
             for s, d in job["arg_shapes"]]
   stage = Status.RUNTIME_ERROR
+  tampered, stop, forbidden = _tamper_guard(), _Stop, Status.FORBIDDEN
   try:
     kernel = _load_candidate(job["source"])
     closed, out_shape = jaxpr_tools.trace(kernel, shapes)
+    what = tampered()
+    if what:
+      raise stop(forbidden, f"Changing {what} is not allowed.")
     if sandbox.VIOLATIONS.first():
       raise _classify(RuntimeError(), Status.FORBIDDEN)
     _check_structure(closed)
@@ -168,6 +204,9 @@ def run_job(job: dict[str, Any], setup: WorkerSetup, send) -> None:
     outputs = []
     for trial in job["trial_inputs"]:
       outputs += [np.asarray(o) for o in fn(*trial)]
+    what = tampered()
+    if what:
+      raise stop(forbidden, f"Changing {what} is not allowed.")
     if sandbox.VIOLATIONS.first():
       raise _classify(RuntimeError(), Status.FORBIDDEN)
   except BaseException as e:  # noqa: BLE001  (the candidate may raise anything)
@@ -200,6 +239,7 @@ def confine(job: dict[str, Any], setup: WorkerSetup) -> bool:
   if not setup.keep_stdio:
     sandbox.silence_stdio()
   sandbox.apply_limits(sandbox.Limits(**job["limits"]))
+  sandbox.block_threads()
   sandbox.install_audit_hook(scratch, sandbox.read_roots())
   return isolated
 
