@@ -1,0 +1,1 @@
+"""Decoder-only LLMs (Llama, Qwen2, Qwen3) in Flax NNX: weights, sampler."""

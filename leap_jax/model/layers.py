@@ -1,0 +1,155 @@
+"""Transformer layers in Flax NNX: embedding, RMSNorm, attention, SwiGLU MLP.
+
+Every parameter carries its logical axis names in the `axes` metadata;
+sharding.py maps them onto a mesh. Kernels are stored input-first
+(q_kernel_DNH, o_kernel_NHD, gate_kernel_DF ...) so each matmul is one
+2-D dot on free reshapes.
+"""
+
+import math
+from typing import Any, Protocol
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from leap_jax.model import rope
+from leap_jax.model.config import ModelConfig
+
+_INIT_STD = 0.02
+
+
+def param(rngs: nnx.Rngs, shape: tuple[int, ...], axes: tuple[str, ...],
+          dtype: Any, init: str = 'normal') -> nnx.Param:
+  """A parameter with logical axes; random init is only for fresh models."""
+  assert len(shape) == len(axes), (shape, axes)
+  if init == 'normal':
+    value = _INIT_STD * jax.random.normal(rngs.params(), shape, dtype)
+  elif init == 'ones':
+    value = jnp.ones(shape, dtype)
+  else:
+    value = jnp.zeros(shape, dtype)
+  return nnx.Param(value, axes=axes)
+
+
+def dense(x: jax.Array, kernel: jax.Array, num_in: int) -> jax.Array:
+  """Contracts x's last `num_in` dims with the kernel's first `num_in` dims.
+
+  Done as one 2-D [M, K] @ [K, N] matmul on free reshapes: XLA:CPU copies
+  the weights of a multi-dim einsum into another layout on every call.
+  """
+  batch, out = x.shape[:x.ndim - num_in], kernel.shape[num_in:]
+  k = math.prod(kernel.shape[:num_in])
+  y = x.reshape(-1, k) @ kernel.reshape(k, -1)
+  return y.reshape(*batch, *out)
+
+
+class RMSNorm(nnx.Module):
+  """y = scale * x / rms(x), computed in f32 like HF."""
+
+  def __init__(self, dim: int, eps: float, dtype: Any, rngs: nnx.Rngs,
+               axis_name: str = 'norm'):
+    self.eps = eps
+    self.scale = param(rngs, (dim,), (axis_name,), dtype, 'ones')
+
+  def __call__(self, x: jax.Array) -> jax.Array:
+    x32 = x.astype(jnp.float32)
+    x32 = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, -1, keepdims=True) + self.eps)
+    return self.scale[...] * x32.astype(x.dtype)
+
+
+class Embed(nnx.Module):
+  """Token embedding; also the output projection when embeddings are tied."""
+
+  def __init__(self, cfg: ModelConfig, rngs: nnx.Rngs):
+    self.table_VD = param(rngs, (cfg.vocab_size, cfg.embed_dim),
+                          ('vocab', 'embed'), cfg.dtype)
+
+  def __call__(self, tokens_BT: jax.Array) -> jax.Array:
+    return jnp.take(self.table_VD[...], tokens_BT, axis=0)
+
+  def attend(self, x_BTD: jax.Array) -> jax.Array:
+    b, t, d = x_BTD.shape
+    return (x_BTD.reshape(b * t, d) @ self.table_VD[...].T).reshape(b, t, -1)
+
+
+class AttentionCore(Protocol):
+  """How attention sees keys: plain causal, or through a KV cache."""
+
+  def attend(self, layer: int, q_BTNH: jax.Array, k_BTKH: jax.Array,
+             v_BTKH: jax.Array) -> tuple[jax.Array, 'AttentionCore']:
+    ...
+
+
+NEG_INF = -1e30  # finite: a fully masked (padding) row stays NaN-free
+
+
+def dot_attention(q_BTKRH: jax.Array, k_BSKH: jax.Array, v_BSKH: jax.Array,
+                  mask_BTS: jax.Array) -> jax.Array:
+  """Grouped-query softmax attention; q is already scaled; R = heads per kv."""
+  s_BKRTS = jnp.einsum('btkrh,bskh->bkrts', q_BTKRH, k_BSKH,
+                       preferred_element_type=jnp.float32)
+  s_BKRTS = jnp.where(mask_BTS[:, None, None], s_BKRTS, NEG_INF)
+  p_BKRTS = jax.nn.softmax(s_BKRTS, axis=-1).astype(v_BSKH.dtype)
+  return jnp.einsum('bkrts,bskh->btkrh', p_BKRTS, v_BSKH)
+
+
+class Attention(nnx.Module):
+  """GQA with RoPE, optional q/k/v(/o) biases and q/k RMSNorm (Qwen3)."""
+
+  def __init__(self, cfg: ModelConfig, rngs: nnx.Rngs):
+    d, n, k, h, dt = (cfg.embed_dim, cfg.num_heads, cfg.num_kv_heads,
+                      cfg.head_dim, cfg.dtype)
+    self.cfg = cfg
+    self.q_kernel = param(rngs, (d, n, h), ('embed', 'heads', 'head_dim'), dt)
+    self.k_kernel = param(rngs, (d, k, h), ('embed', 'kv_heads', 'head_dim'),
+                          dt)
+    self.v_kernel = param(rngs, (d, k, h), ('embed', 'kv_heads', 'head_dim'),
+                          dt)
+    self.o_kernel = param(rngs, (n, h, d), ('heads', 'head_dim', 'embed'), dt)
+    if cfg.qkv_bias:
+      self.q_bias = param(rngs, (n, h), ('heads', 'head_dim'), dt, 'zeros')
+      self.k_bias = param(rngs, (k, h), ('kv_heads', 'head_dim'), dt, 'zeros')
+      self.v_bias = param(rngs, (k, h), ('kv_heads', 'head_dim'), dt, 'zeros')
+    if cfg.o_bias:
+      self.o_bias = param(rngs, (d,), ('embed',), dt, 'zeros')
+    if cfg.qk_norm:
+      self.q_norm = RMSNorm(h, cfg.rms_eps, dt, rngs, 'head_dim')
+      self.k_norm = RMSNorm(h, cfg.rms_eps, dt, rngs, 'head_dim')
+
+  def _project(self, name: str, x_BTD: jax.Array) -> jax.Array:
+    kernel_DNH = getattr(self, f'{name}_kernel')[...]
+    y_BTNH = dense(x_BTD, kernel_DNH, 1)
+    if self.cfg.qkv_bias:
+      y_BTNH = y_BTNH + getattr(self, f'{name}_bias')[...]
+    if self.cfg.qk_norm and name in ('q', 'k'):
+      y_BTNH = getattr(self, f'{name}_norm')(y_BTNH)
+    return y_BTNH
+
+  def __call__(self, x_BTD: jax.Array, sin_BTF: jax.Array, cos_BTF: jax.Array,
+               core: AttentionCore, layer: int) -> tuple[jax.Array, Any]:
+    q_BTNH = rope.apply(self._project('q', x_BTD), sin_BTF, cos_BTF)
+    k_BTKH = rope.apply(self._project('k', x_BTD), sin_BTF, cos_BTF)
+    v_BTKH = self._project('v', x_BTD)
+    # Scale q once here rather than every score.
+    q_BTNH = q_BTNH * jnp.asarray(self.cfg.head_dim ** -0.5, q_BTNH.dtype)
+    out_BTNH, core = core.attend(layer, q_BTNH, k_BTKH, v_BTKH)
+    out_BTD = dense(out_BTNH, self.o_kernel[...], 2)
+    if self.cfg.o_bias:
+      out_BTD = out_BTD + self.o_bias[...]
+    return out_BTD, core
+
+
+class MLP(nnx.Module):
+  """SwiGLU: down(silu(gate(x)) * up(x))."""
+
+  def __init__(self, cfg: ModelConfig, rngs: nnx.Rngs):
+    d, f, dt = cfg.embed_dim, cfg.mlp_dim, cfg.dtype
+    self.gate_kernel = param(rngs, (d, f), ('embed', 'mlp'), dt)
+    self.up_kernel = param(rngs, (d, f), ('embed', 'mlp'), dt)
+    self.down_kernel = param(rngs, (f, d), ('mlp', 'embed'), dt)
+
+  def __call__(self, x_BTD: jax.Array) -> jax.Array:
+    gate_BTF = dense(x_BTD, self.gate_kernel[...], 1)
+    up_BTF = dense(x_BTD, self.up_kernel[...], 1)
+    return dense(jax.nn.silu(gate_BTF) * up_BTF, self.down_kernel[...], 1)

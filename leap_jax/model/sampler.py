@@ -1,0 +1,183 @@
+"""Batched sampling: a jitted prefill and a jitted while_loop decode.
+
+Prompts are left-padded into power-of-two length buckets and new tokens
+into a power-of-two buffer, so after warm-up nothing recompiles. Each
+prompt is prefilled once; its cache is shared by its G samples (see
+kv_cache.SharedPrefix), and the per-sample cache is updated in place in
+the loop (buffers donated). The loop runs on device to the end: no Python
+per token, early exit once every row has hit a stop token.
+"""
+
+import dataclasses
+import functools
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx, struct
+
+from leap_jax.model import kv_cache, sampling
+from leap_jax.model.config import ModelConfig
+
+MIN_PROMPT_BUCKET = 16
+MIN_STOP_SLOTS = 4
+
+
+def bucket(n: int, minimum: int = 1) -> int:
+  """Smallest power of two >= max(n, minimum)."""
+  return 1 << (max(n, minimum) - 1).bit_length()
+
+
+@dataclasses.dataclass
+class SampleBatch:
+  """Host arrays; row r is sample r % G of prompt prompt_index[r]."""
+  tokens: np.ndarray  # [B*G, N] int32 generated ids, pad after the end
+  logprobs: np.ndarray  # [B*G, N] f32 (0 after the end)
+  lengths: np.ndarray  # [B*G] int32, including the stop token
+  prompt_index: np.ndarray  # [B*G] int32
+  prompt_lengths: np.ndarray  # [B*G] int32
+
+
+@struct.dataclass
+class DecodeState:
+  """What prefill hands to decode (donated there)."""
+  first_logits_BV: jax.Array
+  prompt_lengths_B: jax.Array
+  prompt_valid_BP: jax.Array
+  prompt_ks: kv_cache.Layers  # per layer [B, K, H, P]
+  prompt_vs: kv_cache.Layers  # per layer [B, K, P, H]
+  gen_ks: kv_cache.Layers  # per layer [B*G, K, H, gen_len]
+  gen_vs: kv_cache.Layers  # per layer [B*G, K, gen_len, H]
+
+
+def left_pad(prompts: Sequence[Sequence[int]], length: int,
+             pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+  """tokens_BP int32 and valid_BP bool, each prompt right-aligned."""
+  tokens = np.full((len(prompts), length), pad_id, np.int32)
+  valid = np.zeros((len(prompts), length), bool)
+  for i, p in enumerate(prompts):
+    if len(p):
+      tokens[i, length - len(p):] = p
+      valid[i, length - len(p):] = True
+  return tokens, valid
+
+
+@functools.partial(jax.jit, static_argnums=(0, 4, 5))
+def prefill(graphdef: nnx.GraphDef, params: nnx.State, tokens_BP: jax.Array,
+            valid_BP: jax.Array, num_samples: int,
+            gen_len: int) -> DecodeState:
+  """Runs the prompts once; returns their cache and last-token logits."""
+  model = nnx.merge(graphdef, params)
+  cfg: ModelConfig = model.cfg
+  core = kv_cache.Causal(valid_BP, record=True)
+  positions_BP = jnp.maximum(jnp.cumsum(valid_BP, axis=1) - 1, 0)
+  x_BPD, core = model.hidden(tokens_BP, positions_BP, core)
+  b = tokens_BP.shape[0]
+  k_shape = (b * num_samples, cfg.num_kv_heads, cfg.head_dim, gen_len)
+  v_shape = (b * num_samples, cfg.num_kv_heads, gen_len, cfg.head_dim)
+  return DecodeState(
+      first_logits_BV=model.logits(x_BPD[:, -1:])[:, 0],
+      prompt_lengths_B=jnp.sum(valid_BP, axis=1, dtype=jnp.int32),
+      prompt_valid_BP=valid_BP,
+      prompt_ks=core.ks, prompt_vs=core.vs,
+      gen_ks=tuple(jnp.zeros(k_shape, cfg.dtype) for _ in model.layers),
+      gen_vs=tuple(jnp.zeros(v_shape, cfg.dtype) for _ in model.layers))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 3), donate_argnums=(2,))
+def decode(graphdef: nnx.GraphDef, params: nnx.State, state: DecodeState,
+           mode: sampling.Mode, max_new_tokens: jax.Array, stop_ids: jax.Array,
+           pad_id: jax.Array, temperature: jax.Array, top_p: jax.Array,
+           rng: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array,
+                                    DecodeState]:
+  """Samples up to max_new_tokens per row: tokens, logprobs, lengths."""
+  model = nnx.merge(graphdef, params)
+  b = state.first_logits_BV.shape[0]
+  x, _, gen_len, _ = state.gen_vs[0].shape
+  g = x // b
+
+  def pick(logits_XV, step):
+    return sampling.sample(logits_XV, jax.random.fold_in(rng, step), mode,
+                           temperature, top_p)
+
+  tok_X, logp_X = pick(jnp.repeat(state.first_logits_BV, g, axis=0), 0)
+  positions_X = jnp.repeat(state.prompt_lengths_B, g)
+  tokens_XS = jnp.full((x, gen_len), pad_id, jnp.int32).at[:, 0].set(tok_X)
+  logps_XS = jnp.zeros((x, gen_len), jnp.float32).at[:, 0].set(logp_X)
+  done_X = jnp.isin(tok_X, stop_ids)
+  carry = (jnp.int32(0), tok_X, tokens_XS, logps_XS, done_X,
+           jnp.ones((x,), jnp.int32), state.gen_ks, state.gen_vs)
+
+  def body(carry):
+    # Feeds the token at `step`, samples the one at step + 1.
+    step, tok_X, tokens_XS, logps_XS, done_X, lengths_X, gen_ks, gen_vs = carry
+    core = kv_cache.SharedPrefix(state.prompt_ks, state.prompt_vs,
+                                 state.prompt_valid_BP, gen_ks, gen_vs, step)
+    logits_X1V, core = model(tok_X[:, None], (positions_X + step)[:, None],
+                             core)
+    new_X, logp_X = pick(logits_X1V[:, 0], step + 1)
+    new_X = jnp.where(done_X, pad_id, new_X)
+    logp_X = jnp.where(done_X, 0.0, logp_X)
+    at = (0, step + 1)
+    tokens_XS = jax.lax.dynamic_update_slice(tokens_XS, new_X[:, None], at)
+    logps_XS = jax.lax.dynamic_update_slice(logps_XS, logp_X[:, None], at)
+    lengths_X = lengths_X + (~done_X).astype(jnp.int32)
+    done_X = done_X | jnp.isin(new_X, stop_ids)
+    return (step + 1, new_X, tokens_XS, logps_XS, done_X, lengths_X,
+            core.gen_ks, core.gen_vs)
+
+  def cond(carry):
+    step, done_X = carry[0], carry[4]
+    return (step + 1 < max_new_tokens) & ~jnp.all(done_X)
+
+  carry = jax.lax.while_loop(cond, body, carry)
+  _, _, tokens_XS, logps_XS, _, lengths_X, gen_ks, gen_vs = carry
+  return tokens_XS, logps_XS, lengths_X, state.replace(gen_ks=gen_ks,
+                                                       gen_vs=gen_vs)
+
+
+class Sampler:
+  """Sampler(graphdef, state, config).generate(prompts, ...) -> SampleBatch."""
+
+  def __init__(self, graphdef: nnx.GraphDef, state: nnx.State,
+               config: ModelConfig, pad_id: int = 0,
+               min_prompt_bucket: int = MIN_PROMPT_BUCKET):
+    self.graphdef, self.state, self.config = graphdef, state, config
+    self.pad_id, self.min_prompt_bucket = pad_id, min_prompt_bucket
+
+  def generate(self, prompts: Sequence[Sequence[int]], num_samples: int = 1,
+               max_new_tokens: int = 128, temperature: float = 1.0,
+               top_p: float = 1.0, top_k: int = 0,
+               stop_token_ids: Sequence[int] | None = None,
+               rng: Any = 0) -> SampleBatch:
+    """G = num_samples samples per prompt; temperature 0 is greedy."""
+    if not prompts or any(len(p) == 0 for p in prompts):
+      raise ValueError('every prompt needs at least one token')
+    if max_new_tokens < 1:
+      raise ValueError('max_new_tokens must be >= 1')
+    mode = sampling.mode_for(temperature, top_k, top_p)
+    stops = list(self.config.eos_token_ids if stop_token_ids is None
+                 else stop_token_ids)
+    stops_arr = np.full(bucket(len(stops), MIN_STOP_SLOTS), -1, np.int32)
+    stops_arr[:len(stops)] = stops
+    if isinstance(rng, int):
+      rng = jax.random.key(rng)
+    length = bucket(max(len(p) for p in prompts), self.min_prompt_bucket)
+    tokens_BP, valid_BP = left_pad(prompts, length, self.pad_id)
+    gen_len = bucket(max_new_tokens)
+    state = prefill(self.graphdef, self.state, tokens_BP, valid_BP,
+                    num_samples, gen_len)
+    tokens, logps, lengths, _ = decode(
+        self.graphdef, self.state, state, mode, np.int32(max_new_tokens),
+        stops_arr, np.int32(self.pad_id), np.float32(max(temperature, 1e-6)),
+        np.float32(top_p), rng)
+    tokens, logps, lengths = jax.device_get((tokens, logps, lengths))
+    prompt_index = np.repeat(np.arange(len(prompts), dtype=np.int32),
+                             num_samples)
+    return SampleBatch(
+        tokens=tokens[:, :max_new_tokens], logprobs=logps[:, :max_new_tokens],
+        lengths=np.minimum(lengths, max_new_tokens).astype(np.int32),
+        prompt_index=prompt_index,
+        prompt_lengths=np.array([len(prompts[i]) for i in prompt_index],
+                                np.int32))
