@@ -1,0 +1,1 @@
+"""The embedded default policy's warm start: corpus, tokenizer, SFT data."""

@@ -1,0 +1,52 @@
+"""A byte-level BPE tokenizer trained on the project's own corpus.
+
+Byte-level BPE maps every byte to a symbol before merging, so any text,
+indentation and blank lines included, decodes back exactly. The result is a
+transformers tokenizer directory, loaded like any checkpoint's
+(`leap_jax.model.tokenizer.load`), with a ChatML chat template.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+
+PAD, BOS, EOS = "<|pad|>", "<|bos|>", "<|eos|>"
+IM_START, IM_END = "<|im_start|>", "<|im_end|>"
+SPECIAL_TOKENS = (PAD, BOS, EOS, IM_START, IM_END)
+
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+
+
+def train(texts: Iterable[str], vocab_size: int, out_dir: str | os.PathLike
+          ) -> PreTrainedTokenizerFast:
+  """Trains, saves to `out_dir` (tokenizer.json + config) and returns it."""
+  bpe = Tokenizer(models.BPE())
+  bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False,
+                                               use_regex=True)
+  bpe.decoder = decoders.ByteLevel()
+  trainer = trainers.BpeTrainer(
+      vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS),
+      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+      show_progress=False)
+  bpe.train_from_iterator(list(texts), trainer)
+  tokenizer = PreTrainedTokenizerFast(
+      tokenizer_object=bpe, pad_token=PAD, bos_token=BOS, eos_token=EOS,
+      additional_special_tokens=[IM_START, IM_END],
+      clean_up_tokenization_spaces=False)
+  tokenizer.chat_template = CHAT_TEMPLATE
+  os.makedirs(out_dir, exist_ok=True)
+  tokenizer.save_pretrained(os.fspath(out_dir))
+  return tokenizer
+
+
+def stop_token_ids(tokenizer: PreTrainedTokenizerFast) -> list[int]:
+  """An answer ends at <|im_end|> (chat) or <|eos|>."""
+  return [tokenizer.convert_tokens_to_ids(IM_END), tokenizer.eos_token_id]

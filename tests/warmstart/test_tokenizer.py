@@ -1,0 +1,53 @@
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from leap_jax.model import tokenizer as tokenizer_lib
+from leap_jax.warmstart import corpus
+from leap_jax.warmstart import tokenizer as embedded
+
+
+@pytest.fixture(scope="module")
+def tok_dir(tmp_path_factory):
+  out = tmp_path_factory.mktemp("tok")
+  embedded.train(corpus.task_texts(corpus.training_tasks()), 512, out)
+  return out
+
+
+@pytest.fixture(scope="module")
+def tok(tok_dir):
+  return tokenizer_lib.load(tok_dir)  # the same loader real checkpoints use
+
+
+def test_code_round_trips_exactly(tok):
+  code = "def kernel(x):\n\n    if x:\n\t\treturn x  # é\n\n\n  return  x\n"
+  assert tokenizer_lib.decode(tok, tok.encode(code)) == code
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=80))
+def test_any_text_round_trips(tok, text):
+  assert tokenizer_lib.decode(tok, tok.encode(text)) == text
+
+
+def test_vocab_and_specials(tok):
+  assert len(tok) == 512
+  ids = embedded.stop_token_ids(tok)
+  assert len(set(ids)) == 2 and all(i < 512 for i in ids)
+
+
+def test_chat_template_marks_turns(tok):
+  ids = tokenizer_lib.encode(tok, "write a kernel", chat=True)
+  text = tok.decode(ids)
+  assert text == ("<|im_start|>user\nwrite a kernel<|im_end|>\n"
+                  "<|im_start|>assistant\n")
+
+
+def test_corpus_holds_out_eval_split():
+  ids = {t.task_id for t in corpus.training_tasks()}
+  import kernels_pallas
+  assert ids and not ids & set(kernels_pallas.task_ids("eval"))
+
+
+def test_trained_on_code_compresses_it(tok):
+  source = corpus.training_tasks()[0].solution_candidate_source
+  assert len(tok.encode(source)) < len(source.encode()) / 2
