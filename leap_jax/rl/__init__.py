@@ -1,0 +1,1 @@
+"""LEAP RL: DCP, rank rewards, per-turn advantages, GRPO, rollouts."""

@@ -1,0 +1,130 @@
+"""One jitted GRPO update (design.md section 3).
+
+params and optimizer state are donated; the batch is [M, R, L] (batching.py)
+and a lax.scan over the M micro-batches adds up gradients (the loss is a
+weighted sum with batch-global weights, so the sum is the large-batch
+gradient). Shapes are fixed per length bucket, so the step compiles once per
+bucket. logp_old comes from a separate jitted forward (`make_logprob_fn`)
+with the pre-update params; it is also what the sampler's logprobs are
+compared against (`logprob_mismatch`).
+"""
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from leap_jax.model import transformer
+from leap_jax.model.config import ModelConfig
+from leap_jax.rl import grpo
+from leap_jax.rl.config import RLConfig
+
+Batch = dict[str, Any]
+
+
+def make_optimizer(cfg: RLConfig) -> optax.GradientTransformation:
+  """Global-norm clipping, then AdamW."""
+  return optax.chain(
+      optax.clip_by_global_norm(cfg.max_grad_norm),
+      optax.adamw(cfg.learning_rate, b1=cfg.b1, b2=cfg.b2, eps=cfg.adam_eps,
+                  weight_decay=cfg.weight_decay))
+
+
+def train_graphdef(model_cfg: ModelConfig, remat: bool) -> nnx.GraphDef:
+  """The model's graphdef with the remat switch set (state is unchanged)."""
+  return transformer.abstract_model(model_cfg.replace(remat=remat))[0]
+
+
+def _logp(graphdef, params, inputs_BL, targets_BL, temperature):
+  logits_BLV, _ = transformer.forward(graphdef, params, inputs_BL)
+  return grpo.token_logprobs(logits_BLV, targets_BL, temperature)
+
+
+def make_logprob_fn(graphdef: nnx.GraphDef, cfg: RLConfig) -> Callable:
+  """Jitted (params, batch) -> logp [M, R, L], one micro-batch at a time."""
+
+  def logprobs(params, batch):
+    def one(_, mb):
+      return None, _logp(graphdef, params, mb['inputs'], mb['targets'],
+                         cfg.temperature)
+    mbs = {'inputs': batch['inputs'], 'targets': batch['targets']}
+    return jax.lax.scan(one, None, mbs)[1]
+
+  return jax.jit(logprobs)
+
+
+def loss_and_grads(graphdef: nnx.GraphDef, params, batch: Batch,
+                   cfg: RLConfig) -> tuple[Any, dict[str, jax.Array]]:
+  """Summed gradients and aux sums over the micro-batches of `batch`."""
+  use_ref = cfg.kl_beta > 0
+
+  def loss_fn(p, mb):
+    logp_BL = _logp(graphdef, p, mb['inputs'], mb['targets'], cfg.temperature)
+    return grpo.grpo_loss(
+        logp_BL, mb['old_logp'], mb['advantages'], mb['weights'], mb['mask'],
+        mb['ref_logp'] if use_ref else None, eps_low=cfg.eps_low,
+        eps_high=cfg.eps_high, kl_beta=cfg.kl_beta)
+
+  grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+  keys = ['inputs', 'targets', 'mask', 'weights', 'advantages', 'old_logp']
+  mbs = {k: batch[k] for k in keys + (['ref_logp'] if use_ref else [])}
+
+  def one(carry, mb):
+    grads_acc, aux_acc = carry
+    (_, aux), grads = grad_fn(params, mb)
+    return (jax.tree.map(jnp.add, grads_acc, grads),
+            jax.tree.map(jnp.add, aux_acc, aux)), None
+
+  zeros = jax.tree.map(jnp.zeros_like, params)
+  first = jax.tree.map(lambda x: x[0], mbs)
+  aux0 = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype),
+                      jax.eval_shape(lambda: grad_fn(params, first)[0][1]))
+  (grads, aux), _ = jax.lax.scan(one, (zeros, aux0), mbs)
+  return grads, aux
+
+
+def make_train_step(graphdef: nnx.GraphDef,
+                    optimizer: optax.GradientTransformation,
+                    cfg: RLConfig) -> Callable:
+  """Jitted (params, opt_state, batch) -> (params, opt_state, metrics).
+
+  params and opt_state are donated: the caller must use the returned ones.
+  Pass jax arrays (not host numpy) as params so the first call's cache entry
+  matches the outputs fed back in later steps.
+  """
+
+  def step(params, opt_state, batch):
+    grads, aux = loss_and_grads(graphdef, params, batch, cfg)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    params = optax.apply_updates(params, updates)
+    tokens = jnp.maximum(aux['tokens'], 1.0)
+    metrics = {'loss': aux['loss'], 'policy_loss': aux['policy_loss'],
+               'grad_norm': optax.tree.norm(grads),
+               'clip_fraction': aux['clipped_tokens'] / tokens,
+               'loss_tokens': aux['tokens']}
+    if 'kl_sum' in aux:
+      metrics['kl'] = aux['kl_sum'] / tokens
+    return params, opt_state, metrics
+
+  return jax.jit(step, donate_argnums=(0, 1))
+
+
+def logprob_mismatch(trainer_logp, sampler_logp, mask) -> dict[str, float]:
+  """How far the sampler's logprobs are from the trainer's on the same tokens.
+
+  Nonzero from numerics (different kernels, KV cache, dtype) or from a stale
+  sampler; large values make the ratio rho off-policy.
+  """
+  m = np.asarray(mask, bool)
+  if not m.any():
+    return {'mismatch_mean_abs': 0.0, 'mismatch_max_abs': 0.0,
+            'mismatch_k3': 0.0}
+  t = np.asarray(trainer_logp, np.float64)[m]
+  s = np.asarray(sampler_logp, np.float64)[m]
+  d = s - t
+  return {'mismatch_mean_abs': float(np.mean(np.abs(d))),
+          'mismatch_max_abs': float(np.max(np.abs(d))),
+          'mismatch_k3': float(np.mean(np.exp(d) - d - 1.0))}

@@ -1,0 +1,72 @@
+"""Turn samples -> padded [M, R, L] batches: masks, buckets, truncation."""
+
+import chex
+import numpy as np
+import pytest
+
+from leap_jax.rl import batching
+from leap_jax.rl.config import RLConfig
+
+
+def _sample(prompt, response, adv=1.0):
+  return batching.TurnSample(prompt, response,
+                             -0.1 * np.arange(1, len(response) + 1), adv)
+
+
+def test_pack_masks_only_response_tokens():
+  cfg = RLConfig(micro_batch_rows=2, min_seq_bucket=8)
+  samples = [_sample([1, 2, 3], [4, 5], 0.5), _sample([6], [7, 8, 9], -1.0),
+             _sample([10, 11], [12])]
+  b = batching.pack(samples, cfg, pad_id=0)
+  # 3 samples, 2 rows each: 2 micro-batches; longest input 4 -> bucket 8.
+  chex.assert_shape(b['inputs'], (2, 2, 8))
+  chex.assert_shape(b['advantages'], (2, 2))
+  inputs, targets = b['inputs'].reshape(4, 8), b['targets'].reshape(4, 8)
+  mask = b['mask'].reshape(4, 8)
+  np.testing.assert_array_equal(inputs[0, :4], [1, 2, 3, 4])
+  np.testing.assert_array_equal(targets[0, :4], [2, 3, 4, 5])
+  np.testing.assert_array_equal(mask[0], [0, 0, 1, 1, 0, 0, 0, 0])
+  np.testing.assert_array_equal(targets[0][mask[0]], [4, 5])
+  np.testing.assert_array_equal(targets[1][mask[1]], [7, 8, 9])
+  np.testing.assert_array_equal(targets[2][mask[2]], [12])
+  assert not mask[3].any()  # padding row
+  np.testing.assert_allclose(b['sampler_logp'].reshape(4, 8)[1][mask[1]],
+                             [-0.1, -0.2, -0.3], rtol=1e-6)
+  np.testing.assert_allclose(b['advantages'].reshape(-1), [0.5, -1, 1, 0])
+  # token_mean weights: 1 / 6 response tokens on each of them.
+  np.testing.assert_allclose(b['weights'].reshape(4, 8)[mask], 1 / 6)
+  assert b['weights'].reshape(4, 8)[~mask].sum() == 0
+
+
+def test_buckets_are_powers_of_two_and_fixed():
+  cfg = RLConfig(micro_batch_rows=4, min_seq_bucket=16)
+  short = batching.pack([_sample([1] * 5, [2] * 3)], cfg)
+  longer = batching.pack([_sample([1] * 9, [2] * 7)] * 5, cfg)
+  assert short['inputs'].shape == (1, 4, 16)
+  assert longer['inputs'].shape == (2, 4, 16)
+  assert batching.pack([_sample([1] * 30, [2] * 5)] * 9,
+                       cfg)['inputs'].shape == (4, 4, 64)  # 3 -> 4 mbs
+  fixed = cfg.replace(num_micro_batches=3)
+  assert batching.pack([_sample([1], [2])] * 9, fixed)['inputs'].shape == (
+      3, 4, 16)
+  with pytest.raises(ValueError):
+    batching.pack([_sample([1], [2])] * 13, fixed)
+
+
+def test_too_long_drops_prompt_from_the_left():
+  cfg = RLConfig(micro_batch_rows=1, min_seq_bucket=8, max_seq_len=8)
+  b = batching.pack([_sample(list(range(1, 11)), [50, 51, 52])], cfg)
+  assert b['inputs'].shape == (1, 1, 8)
+  # 9 tokens kept: prompt 5..10 (its start dropped), then the response.
+  np.testing.assert_array_equal(b['inputs'][0, 0], [5, 6, 7, 8, 9, 10, 50, 51])
+  np.testing.assert_array_equal(b['targets'][0, 0][b['mask'][0, 0]],
+                                [50, 51, 52])
+
+
+def test_seq_mean_weights():
+  cfg = RLConfig(micro_batch_rows=2, min_seq_bucket=8,
+                 aggregation='seq_mean_token_mean')
+  b = batching.pack([_sample([1], [2, 3]), _sample([1], [2, 3, 4, 5])], cfg)
+  w, m = b['weights'][0], b['mask'][0]
+  np.testing.assert_allclose(w[0][m[0]], 1 / 2 / 2)
+  np.testing.assert_allclose(w[1][m[1]], 1 / 4 / 2)
