@@ -1,0 +1,61 @@
+"""Supervised examples for the warm start: solutions and repairs.
+
+Solution examples: the task prompt -> the task's solution. Repair examples:
+the task prompt plus a mutated solution and the feedback the environment
+really gave it -> the solution. Prompts are rendered exactly as the RL
+rollout renders them (leap_jax.rl.prompts), so the warm start learns the
+format it will be sampled in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import kernels_pallas
+from leap_jax.env.verdict import Status
+from leap_jax.rl import prompts
+from leap_jax.warmstart import mutations
+
+
+@dataclasses.dataclass(frozen=True)
+class Example:
+  task_id: str
+  kind: str                 # "solution" or the mutation's name
+  prompt_ids: tuple[int, ...]
+  answer_ids: tuple[int, ...]
+
+
+def answer_text(source: str) -> str:
+  return f"```python\n{source.rstrip()}\n```"
+
+
+def _example(tokenizer, task_id: str, kind: str, history, answer: str,
+             stop_id: int) -> Example:
+  prompt = prompts.render(prompts.messages(task_id, history), tokenizer)
+  ids = tokenizer.encode(answer, add_special_tokens=False) + [stop_id]
+  return Example(task_id, kind, tuple(prompt), tuple(ids))
+
+
+def build(tokenizer: Any, env: Any, task_ids: Sequence[str], stop_id: int,
+          seed: int = 0) -> list[Example]:
+  """Solution and repair examples for `task_ids` (never the eval split)."""
+  held_out = set(task_ids) & set(kernels_pallas.task_ids("eval"))
+  if held_out:
+    raise ValueError(f"eval tasks may not be used for the warm start: {held_out}")
+  examples, requests, meta = [], [], []
+  for task_id in task_ids:
+    solution = answer_text(kernels_pallas.get_task(task_id).solution_candidate_source)
+    examples.append(_example(tokenizer, task_id, "solution", [], solution, stop_id))
+    source = kernels_pallas.get_task(task_id).solution_candidate_source
+    for name, mutated in mutations.mutate_all(source, seed).items():
+      requests.append((task_id, answer_text(mutated)))
+      meta.append((task_id, name, solution))
+  for (task_id, name, solution), request, verdict in zip(
+      meta, requests, env.evaluate(requests)):
+    if verdict.status in (Status.OK, Status.HARNESS_ERROR):
+      continue  # a harmless mutation, or nothing real to learn from
+    history = [prompts.Attempt(request[1], verdict.feedback)]
+    examples.append(_example(tokenizer, task_id, name, history, solution, stop_id))
+  return examples

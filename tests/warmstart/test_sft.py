@@ -1,0 +1,65 @@
+"""Warm-start data and training on a tiny model with a scripted environment."""
+
+import numpy as np
+import pytest
+
+import kernels_pallas
+from leap_jax.env.verdict import Status, Verdict
+from leap_jax.model import config as model_config
+from leap_jax.model import transformer
+from leap_jax.rl import prompts
+from leap_jax.warmstart import corpus, sft, sft_data
+from leap_jax.warmstart import tokenizer as embedded
+
+TASKS = ["level1/relu", "level1/row_sum"]
+
+
+class _ScriptedEnv:
+  """Says `wrong_output` to every mutant except the first (`ok`)."""
+
+  def evaluate(self, requests):
+    return [Verdict(t, Status.OK if i == 0 else Status.WRONG_OUTPUT, "Tolerances.")
+            for i, (t, _) in enumerate(requests)]
+
+
+@pytest.fixture(scope="module")
+def tok(tmp_path_factory):
+  texts = corpus.task_texts([kernels_pallas.get_task(t) for t in TASKS])
+  return embedded.train(texts, 400, tmp_path_factory.mktemp("tok"))
+
+
+@pytest.fixture(scope="module")
+def examples(tok):
+  return sft_data.build(tok, _ScriptedEnv(), TASKS, embedded.stop_token_ids(tok)[0])
+
+
+def test_examples_hold_solutions_and_real_feedback(tok, examples):
+  kinds = [e.kind for e in examples]
+  assert kinds.count("solution") == 2
+  assert len(examples) >= 4  # repairs, minus the one the env called ok
+  solution = tok.decode(examples[0].answer_ids[:-1])
+  assert solution == sft_data.answer_text(
+      kernels_pallas.get_task(TASKS[0]).solution_candidate_source)
+  repair = next(e for e in examples if e.kind != "solution")
+  prompt = tok.decode(repair.prompt_ids)
+  assert "Status: wrong_output" in prompt and "Fix the kernel" in prompt
+  assert examples[0].answer_ids[-1] == embedded.stop_token_ids(tok)[0]
+
+
+def test_eval_tasks_are_refused(tok):
+  with pytest.raises(ValueError, match="eval"):
+    sft_data.build(tok, _ScriptedEnv(), ["level1/softmax"], 0)
+
+
+def test_training_lowers_the_answer_loss(tok, examples):
+  cfg = model_config.ModelConfig(vocab_size=len(tok), embed_dim=64, num_layers=1,
+                                 num_heads=2, num_kv_heads=1, head_dim=32,
+                                 mlp_dim=128, max_position=4096)
+  graphdef, state = transformer.init(cfg, 0)
+  short = [sft_data.Example(e.task_id, e.kind, e.prompt_ids[-64:], e.answer_ids[:64])
+           for e in examples]
+  _, losses = sft.train(graphdef, state, short,
+                        sft.SFTConfig(steps=12, batch_rows=2, learning_rate=1e-2,
+                                      seq_len=256), pad_id=tok.pad_token_id)
+  assert np.isfinite(losses).all()
+  assert np.mean(losses[-3:]) < 0.8 * np.mean(losses[:3])
