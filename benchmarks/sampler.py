@@ -7,6 +7,13 @@ temperature 1, no top-k/top-p). Both sides make exactly N tokens per row
 work. Tokens/s are steady state: each side gets a warm-up call first. The
 compute floor: this machine's f32 matmul FLOP/s, measured in the same run.
 
+Transformers runs under torch.inference_mode with use_cache=True, as many
+torch threads as cores, and (unless OMP_WAIT_POLICY is already set)
+OMP_WAIT_POLICY=PASSIVE: on a shared 2-core machine the default spinning
+OpenMP workers made its decode steps 4-7x slower (1.5 s vs 0.22 s/step,
+measured). Both sides report a breakdown: prefill (for transformers: up to
+the first token, timed by a stopping criterion) and time per decode step.
+
   PYTHONPATH=. python benchmarks/sampler.py [--num_samples=16]
       [--max_new_tokens=128] [--repeats=3] [--skip_transformers]
 
@@ -15,8 +22,15 @@ transformers_tokens_per_s, ratio, ...).
 """
 
 import json
+import os
 import statistics
+import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# Before torch (imported lazily below, or by the tokenizer) starts OpenMP.
+os.environ.setdefault('OMP_WAIT_POLICY', 'PASSIVE')
 
 from absl import app, flags
 
@@ -25,6 +39,7 @@ flags.DEFINE_integer('num_samples', 16, 'Samples of the prompt (batch).')
 flags.DEFINE_integer('max_new_tokens', 128, 'New tokens per sample.')
 flags.DEFINE_integer('repeats', 3, 'Timed calls of our sampler (median).')
 flags.DEFINE_bool('skip_transformers', False, 'Only time our sampler.')
+flags.DEFINE_integer('hf_repeats', 1, 'Timed calls of transformers (median).')
 
 TASK = '''Task (level 2, fused operator): write a Pallas kernel for
 out = softmax(x, axis=-1) @ w.
@@ -67,59 +82,89 @@ def matmul_flops_per_s(n: int = 2048, reps: int = 5) -> float:
 
 
 def time_ours(path, prompt_ids, g, n, repeats):
+  """Warm-up seconds, steady generate() seconds, steady prefill seconds."""
+  import jax
   from leap_jax.model import sampler, weights
   graphdef, state, cfg = weights.load(path)
   smp = sampler.Sampler(graphdef, state, cfg)
   run = lambda seed: smp.generate([prompt_ids], num_samples=g,
                                   max_new_tokens=n, temperature=1.0,
                                   stop_token_ids=[], rng=seed)
+  # The prefill generate() runs, alone, for the breakdown.
+  tokens, valid = sampler.left_pad(
+      [prompt_ids], sampler.prompt_bucket(len(prompt_ids),
+                                          smp.min_prompt_bucket), smp.pad_id)
+  prefill = lambda: jax.block_until_ready(sampler.prefill(
+      graphdef, state, tokens, valid, g, sampler.bucket(n)))
   start = time.perf_counter()
   run(0)  # warm-up: compiles prefill and decode for these buckets
   warm = time.perf_counter() - start
-  times = []
+  times, prefill_times = [], []
   for seed in range(1, repeats + 1):
+    start = time.perf_counter()
+    prefill()
+    prefill_times.append(time.perf_counter() - start)
     start = time.perf_counter()
     batch = run(seed)
     times.append(time.perf_counter() - start)
     assert batch.tokens.shape == (g, n) and (batch.lengths == n).all()
-  return cfg, warm, times
+  return cfg, warm, times, prefill_times
 
 
-def time_transformers(path, prompt_ids, g, n):
+def time_transformers(path, prompt_ids, g, n, repeats):
+  """Warm-up seconds, [(total, prefill, median step) seconds], threads."""
   import torch
   import transformers
+  torch.set_num_threads(os.cpu_count() or 1)
   model = transformers.AutoModelForCausalLM.from_pretrained(
       path.parent, gguf_file=path.name, dtype=torch.float32).eval()
   input_ids = torch.tensor([prompt_ids])
 
+  class Clock(transformers.StoppingCriteria):
+    """Called once per generated token: its timestamps time the steps."""
+
+    def __init__(self):
+      self.stamps = []
+
+    def __call__(self, ids, scores, **kwargs):
+      self.stamps.append(time.perf_counter())
+      return torch.zeros(ids.shape[0], dtype=torch.bool)
+
   def run(tokens):
-    with torch.no_grad():
-      return model.generate(
+    clock = Clock()
+    start = time.perf_counter()
+    with torch.inference_mode():
+      out = model.generate(
           input_ids, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
-          max_new_tokens=tokens, min_new_tokens=tokens,
-          num_return_sequences=g, pad_token_id=2)
+          max_new_tokens=tokens, min_new_tokens=tokens, use_cache=True,
+          num_return_sequences=g, pad_token_id=2,
+          stopping_criteria=transformers.StoppingCriteriaList([clock]))
+    total = time.perf_counter() - start
+    assert out.shape == (g, len(prompt_ids) + tokens)
+    steps = [b - a for a, b in zip(clock.stamps, clock.stamps[1:])]
+    return total, clock.stamps[0] - start, statistics.median(steps)
 
   start = time.perf_counter()
   run(8)  # warm-up (a short call: a full one takes minutes here)
   warm = time.perf_counter() - start
-  start = time.perf_counter()
-  out = run(n)
-  elapsed = time.perf_counter() - start
-  assert out.shape == (g, len(prompt_ids) + n)
-  return warm, elapsed, torch.get_num_threads()
+  return warm, [run(n) for _ in range(repeats)], torch.get_num_threads()
 
 
 def main(argv):
   del argv
-  from leap_jax.model import smollm2, tokenizer
+  from leap_jax.model import sampler, smollm2, tokenizer
   g, n = FLAGS.num_samples, FLAGS.max_new_tokens
   path = smollm2.gguf_path()
   tok = tokenizer.load(path)
   prompt_ids = tokenizer.encode(tok, TASK, chat=True)
 
   peak = matmul_flops_per_s()
-  cfg, ours_warm, ours_times = time_ours(path, prompt_ids, g, n, FLAGS.repeats)
+  cfg, ours_warm, ours_times, ours_prefills = time_ours(
+      path, prompt_ids, g, n, FLAGS.repeats)
   ours_s = statistics.median(ours_times)
+  ours_prefill = statistics.median(ours_prefills)
+  # n tokens need n - 1 decode forwards; the first comes from the prefill.
+  ours_step = (ours_s - ours_prefill) / (n - 1)
   ours_tps = g * n / ours_s
   # Work per generated token: its forward at the mean context length, plus
   # the prompt's one (shared) prefill spread over the batch.
@@ -129,9 +174,12 @@ def main(argv):
   total_flops = g * n * flops_per_token + prefill_flops
   share = total_flops / ours_s / peak
 
-  hf_tps = hf_s = hf_warm = threads = None
+  hf_tps = hf_s = hf_warm = threads = hf_prefill = hf_step = None
   if not FLAGS.skip_transformers:
-    hf_warm, hf_s, threads = time_transformers(path, prompt_ids, g, n)
+    hf_warm, hf_runs, threads = time_transformers(path, prompt_ids, g, n,
+                                                  FLAGS.hf_repeats)
+    hf_s, hf_prefill, hf_step = (statistics.median(r[i] for r in hf_runs)
+                                 for i in range(3))
     hf_tps = g * n / hf_s
 
   rows = [
@@ -141,14 +189,23 @@ def main(argv):
       ('model FLOPs / token', f'{flops_per_token / 1e9:.3f} GFLOP'),
       ('ours: warm-up call', f'{ours_warm:.2f} s'),
       ('ours: steady calls', ', '.join(f'{t:.2f}' for t in ours_times) + ' s'),
+      ('ours: prefill (1 prompt, shared)',
+       f'{ours_prefill:.2f} s (bucket '
+       f'{sampler.prompt_bucket(len(prompt_ids), 16)})'),
+      ('ours: per decode step', f'{1000 * ours_step:.1f} ms'),
       ('ours: tokens/s', f'{ours_tps:.1f}'),
       ('ours: share of f32 peak', f'{100 * share:.1f} %'),
   ]
   if hf_tps is not None:
     rows += [
-        (f'transformers (torch, {threads} threads): warm-up (8 tok)',
+        (f'transformers (torch, {threads} threads, OMP_WAIT_POLICY='
+         f'{os.environ["OMP_WAIT_POLICY"]}): warm-up (8 tok)',
          f'{hf_warm:.2f} s'),
-        ('transformers: steady call', f'{hf_s:.2f} s'),
+        ('transformers: steady calls',
+         ', '.join(f'{r[0]:.2f}' for r in hf_runs) + ' s'),
+        (f'transformers: prefill ({g} prompt copies) + 1st token',
+         f'{hf_prefill:.2f} s'),
+        ('transformers: per decode step (median)', f'{1000 * hf_step:.1f} ms'),
         ('transformers: tokens/s', f'{hf_tps:.1f}'),
         ('ratio ours / transformers', f'{ours_tps / hf_tps:.2f} x'),
     ]
@@ -162,6 +219,12 @@ def main(argv):
       'ratio': None if hf_tps is None else round(ours_tps / hf_tps, 3),
       'ours_seconds': round(ours_s, 3),
       'transformers_seconds': None if hf_s is None else round(hf_s, 3),
+      'ours_prefill_seconds': round(ours_prefill, 3),
+      'ours_ms_per_step': round(1000 * ours_step, 1),
+      'transformers_prefill_seconds': (None if hf_prefill is None
+                                       else round(hf_prefill, 3)),
+      'transformers_ms_per_step': (None if hf_step is None
+                                   else round(1000 * hf_step, 1)),
       'ours_share_of_f32_peak': round(share, 4),
       'peak_f32_gflops': round(peak / 1e9, 1),
       'model_gflops_per_token': round(flops_per_token / 1e9, 4),

@@ -31,6 +31,15 @@ EVAL_TASK_IDS = frozenset({
     "level1/col_sum",
     "level2/matmul_bias_relu",
     "level3/causal_attention",
+    # Added with the 100+ suite (about 20% of the new tasks, every level).
+    "level1/tanh", "level1/hardswish", "level1/col_max", "level1/row_argmin",
+    "level1/rms_norm", "level1/log_softmax", "level1/matmul_abt",
+    "level1/conv1d", "level1/max_pool2d", "level1/cumsum_cols",
+    "level1/cross_entropy",
+    "level2/matmul_bias_silu", "level2/layer_norm_gelu", "level2/add_layer_norm",
+    "level2/causal_softmax", "level2/conv2d_relu", "level2/rope",
+    "level2/add_rms_norm_bf16",
+    "level3/mqa_attention", "level3/conv_block", "level3/rmsnorm_gated_mlp_block",
 })
 
 

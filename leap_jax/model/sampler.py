@@ -1,7 +1,9 @@
 """Batched sampling: a jitted prefill and a jitted while_loop decode.
 
-Prompts are left-padded into power-of-two length buckets and new tokens
-into a power-of-two buffer, so after warm-up nothing recompiles. Each
+Prompts are left-padded into length buckets (eighths of a power of two,
+at least PROMPT_BUCKET_STEP apart: a bounded set, at most 12.5% padding
+above 128 tokens) and new tokens into a power-of-two buffer, so after
+warm-up nothing recompiles. Each
 prompt is prefilled once; its cache is shared by its G samples (see
 kv_cache.SharedPrefix), and the per-sample cache is updated in place in
 the loop (buffers donated). The loop runs on device to the end: no Python
@@ -22,11 +24,25 @@ from leap_jax.model.config import ModelConfig
 
 MIN_PROMPT_BUCKET = 16
 MIN_STOP_SLOTS = 4
+PROMPT_BUCKET_STEP = 16
 
 
 def bucket(n: int, minimum: int = 1) -> int:
   """Smallest power of two >= max(n, minimum)."""
   return 1 << (max(n, minimum) - 1).bit_length()
+
+
+def prompt_bucket(n: int, minimum: int = 1) -> int:
+  """Padded prompt length: max(n, minimum) rounded up to a multiple of an
+  eighth of its power-of-two bucket (and of PROMPT_BUCKET_STEP).
+
+  Power-of-two buckets pad a 300-token prompt to 512, and every decode step
+  then reads that padding in every layer's prompt cache; here it is 320.
+  At most 8 buckets per octave, so compiles stay bounded.
+  """
+  n = max(n, minimum)
+  step = max(PROMPT_BUCKET_STEP, bucket(n) // 8)
+  return -(-n // step) * step
 
 
 @dataclasses.dataclass
@@ -163,7 +179,8 @@ class Sampler:
     stops_arr[:len(stops)] = stops
     if isinstance(rng, int):
       rng = jax.random.key(rng)
-    length = bucket(max(len(p) for p in prompts), self.min_prompt_bucket)
+    length = prompt_bucket(max(len(p) for p in prompts),
+                           self.min_prompt_bucket)
     tokens_BP, valid_BP = left_pad(prompts, length, self.pad_id)
     gen_len = bucket(max_new_tokens)
     state = prefill(self.graphdef, self.state, tokens_BP, valid_BP,

@@ -20,7 +20,9 @@ import kernels_pallas as kp
 from leap_jax.env import jaxpr_tools as jt
 
 TASK_IDS = kp.task_ids()
-SEEDS = (1, 2)
+# One seed keeps the suite's CI time down; the TF32 and wrong-kernel tests
+# below run on seed 1, so every task still sees two input draws.
+SEEDS = (2,)
 
 
 @functools.cache
@@ -47,7 +49,8 @@ def _mismatches(got, want, task):
     g, w = np.asarray(g), np.asarray(w)
     if g.shape != w.shape or g.dtype != w.dtype:
       errors.append(f"{g.shape}{g.dtype} vs {w.shape}{w.dtype}")
-    elif not np.allclose(g, w, atol=task.atol, rtol=task.rtol):
+    elif not np.allclose(g.astype(np.float64), w.astype(np.float64),
+                         atol=task.atol, rtol=task.rtol):
       errors.append(f"max abs err {np.nanmax(np.abs(g - w)):.3g}")
   return errors
 
@@ -105,13 +108,15 @@ def test_inputs_are_seeded_and_outputs_vary(task_id):
     np.testing.assert_array_equal(x, y)
     assert not np.array_equal(x, z)
   for out in jax.tree.leaves(task.reference(*a)):
-    out = np.asarray(out)
+    out = np.asarray(out, np.float64)
     assert np.all(np.isfinite(out))
     assert out.std() > 1e-2 * np.abs(out).mean() > 0
 
 
 def _tf32(x):
   """Truncate to TF32's 10-bit mantissa (worse than the hardware's rounding)."""
+  if x.dtype != jnp.float32:
+    return x  # bf16 operands already carry fewer bits than TF32
   bits = jax.lax.bitcast_convert_type(x, jnp.uint32)
   return jax.lax.bitcast_convert_type(bits & jnp.uint32(0xFFFFE000),
                                       jnp.float32)
@@ -221,6 +226,204 @@ WRONG = {
     "level3/mlp_block": lambda x, w1, w2: _solution("level3/mlp_block")(
         x, w1, w2) - x,  # residual dropped
 }
+
+
+# Single elementwise ops and reductions (level1).
+WRONG.update({
+    "level1/tanh": lambda x: jax.nn.sigmoid(2.0 * x),  # tanh = 2 * that - 1
+    "level1/silu": lambda x: x / (1.0 + jnp.exp(x)),  # sign slip in sigmoid
+    "level1/softplus": lambda x: jnp.log(1.0 + jnp.exp(x)),  # overflows
+    "level1/elu": lambda x: jnp.where(x > 0, x, jnp.exp(x)),  # forgets the -1
+    "level1/leaky_relu": lambda x: jnp.maximum(x, 0.0),
+    "level1/hardswish": lambda x: x * jnp.clip(x + 3.0, 0.0, 6.0),  # no /6
+    "level1/exp": jnp.exp2,
+    "level1/abs": lambda x: jnp.maximum(x, 0.0),
+    "level1/mish": lambda x: x * jnp.tanh(jnp.maximum(x, 0.0)),  # no log1p
+    "level1/row_mean": lambda x: jnp.sum(x, axis=1) / 256,  # half the width
+    "level1/col_mean": lambda x: jnp.mean(x[: x.shape[0] // 2], axis=0),
+    "level1/col_max": lambda x: jnp.max(x[: x.shape[0] // 2], axis=0),
+    "level1/row_min": lambda x: -jnp.max(x, axis=1),
+    "level1/col_min": lambda x: jnp.min(x[1:], axis=0),  # skips row 0
+    "level1/row_prod": lambda x: jnp.prod(x[:, :16], axis=1),
+    "level1/row_logsumexp": lambda x: jnp.max(x, axis=1),
+    "level1/row_var": lambda x: jnp.var(x, axis=1, ddof=1),
+    "level1/row_l2_norm": lambda x: jnp.sum(x * x, axis=1),  # no sqrt
+    "level1/row_argmax": lambda x: jnp.argmax(x[:, ::-1], axis=1).astype(
+        jnp.int32),  # index counted from the wrong end
+    "level1/col_argmax": lambda x: jnp.argmax(
+        x.reshape(-1, 64, x.shape[1]), axis=1)[0].astype(jnp.int32),
+    "level1/row_argmin": lambda x: jnp.argmax(x, axis=1).astype(jnp.int32),
+})
+
+
+# Norms, softmax variants and matmul shapes (level1).
+WRONG.update({
+    "level1/l2_normalize": lambda x: x / jnp.linalg.norm(x, axis=0),
+    "level1/rms_norm": lambda x, w: x / jnp.sqrt(
+        jnp.mean(x * x, -1, keepdims=True) + 1e-6),  # weight dropped
+    "level1/batch_norm": _layer_norm_unbiased,  # stats over the wrong axis
+    "level1/group_norm": lambda x, g, b: (
+        (x - x.mean(2, keepdims=True)) / jnp.sqrt(x.var(2, keepdims=True)
+                                                  + 1e-5)
+        * g[:, None] + b[:, None]),  # instance norm: stats per channel
+    "level1/log_softmax": lambda x: x - jnp.log(jnp.sum(jnp.exp(x), -1,
+                                                        keepdims=True)),
+    "level1/col_softmax": lambda x: jax.nn.softmax(x, axis=1),
+    "level1/masked_softmax": lambda x, n: jnp.where(
+        jnp.arange(x.shape[1]) < n[:, None], jax.nn.softmax(x, axis=1), 0.0),
+    "level1/matmul_abt": lambda a, b: a @ b.reshape(b.shape[::-1]),
+    "level1/matmul_tall_skinny": lambda a, b: a[:, :32] @ b[:32],
+    "level1/matmul_bf16": lambda a, b: jnp.dot(
+        a, b.T, preferred_element_type=jnp.float32).astype(jnp.bfloat16),
+    "level1/vecmat": lambda x, a: jnp.sum(x[:512, None] * a[:512], axis=0),
+    "level1/batched_matmul_abt": lambda a, b: a @ b.reshape(
+        b.shape[0], b.shape[2], b.shape[1]),
+    "level1/batched_matmul_shared": lambda x, w: jnp.broadcast_to(
+        x[0] @ w, (x.shape[0], x.shape[1], w.shape[1])),
+    "level1/outer_product": lambda x, y: jnp.tile(x[:64], 16)[:, None] * y,
+    "level1/silu_bf16": jax.nn.sigmoid,  # forgets the factor x
+})
+
+
+def _conv1d_no_padding_shift(x, w):
+  """Taps read x[t + k] instead of x[t + k - 1] (padding on one side only)."""
+  xp = jnp.pad(x, ((0, 0), (0, 0), (0, 2)))
+  return sum(jnp.einsum("oc,bct->bot", w[:, :, k], xp[:, :, k:k + x.shape[2]])
+             for k in range(w.shape[2]))
+
+
+# Convolutions, pooling, scans and losses (level1).
+WRONG.update({
+    "level1/conv1d": _conv1d_no_padding_shift,
+    "level1/causal_depthwise_conv1d": lambda x, w: _solution(
+        "level1/causal_depthwise_conv1d")(x, w[::-1]),  # taps reversed
+    "level1/conv2d": lambda x, w: _solution("level1/conv2d")(
+        x, jnp.transpose(w, (1, 0, 2, 3))),  # kh and kw swapped
+    "level1/max_pool1d": lambda x: jnp.maximum(x[:, :512], x[:, 512:]),
+    "level1/avg_pool1d": lambda x: x[:, ::4],  # samples instead of averaging
+    "level1/max_pool2d": lambda x: x[:, :, ::2, ::2],
+    "level1/avg_pool2d": lambda x: jnp.mean(
+        x.reshape(x.shape[0], x.shape[1], 32, 2, 32, 2)[:, :, :, :, :, 0],
+        axis=3),  # averages rows only
+    "level1/cumsum_rows": lambda x: jnp.cumsum(x, axis=1) - x,  # exclusive
+    "level1/cumsum_cols": lambda x: jnp.cumsum(
+        x.reshape(-1, 64, x.shape[1]), axis=1).reshape(x.shape),  # no carry
+    "level1/mse_loss": lambda p, t: jnp.mean(jnp.abs(p - t), axis=1),
+    "level1/cross_entropy": lambda x, y: jax.nn.logsumexp(x, axis=1)
+                                         - x[:, 0],  # label ignored
+    "level1/huber_loss": lambda p, t: jnp.where(
+        jnp.abs(p - t) < 1.0, (p - t) ** 2, jnp.abs(p - t) - 0.5),
+    "level1/kl_div": lambda log_q, p: -jnp.sum(p * log_q, axis=1),  # CE only
+})
+
+
+def _layer_norm(h, eps=1e-5):
+  mean = h.mean(-1, keepdims=True)
+  return (h - mean) / jnp.sqrt(((h - mean) ** 2).mean(-1, keepdims=True) + eps)
+
+
+# Fusions (level2).
+WRONG.update({
+    "level2/matmul_bias_gelu": lambda a, b, c: jax.nn.gelu(a @ b, True) + c,
+    "level2/matmul_bias_silu": lambda a, b, c: jax.nn.silu(a @ b) + c,
+    "level2/matmul_bias_tanh": lambda a, b, c: jnp.tanh(a @ b + c[::-1]),
+    "level2/matmul_bias_sigmoid": lambda a, b, c: jax.nn.sigmoid(a @ b),
+    "level2/matmul_bias_leaky_relu": lambda a, b, c: jax.nn.leaky_relu(
+        a @ b + c, 0.01),  # default slope, not the one asked for
+    "level2/matmul_bias_hardswish": lambda a, b, c: jax.nn.hard_sigmoid(
+        a @ b + c),
+    "level2/matmul_bias_elu": lambda a, b, c: jax.nn.relu(a @ b + c),
+    "level2/matmul_bias_softplus": lambda a, b, c: jax.nn.relu(a @ b + c),
+    "level2/matmul_bias_relu_bf16": lambda a, b, c: jnp.maximum(
+        jnp.dot(a, b, preferred_element_type=jnp.float32), 0.0).astype(
+            jnp.bfloat16) + c,
+    "level2/matmul_softmax": lambda a, b: jax.nn.softmax(a @ b, axis=0),
+    "level2/matmul_layer_norm": lambda a, b, g, be: _layer_norm(a @ b),
+    "level2/matmul_row_max": lambda a, b: jnp.max(a @ b[:, :128], axis=1),
+    "level2/matmul_scale_residual": lambda a, b, c: a @ b + c,
+    "level2/matmul_add_matmul": lambda a, b, c, d: a @ b,
+    "level2/layer_norm_relu": lambda x, g, b: jnp.maximum(_layer_norm(x), 0.0)
+                                              * g + b,  # relu before affine
+    "level2/layer_norm_gelu": lambda x: jax.nn.gelu(x, True),  # no norm
+    "level2/rms_norm_silu": lambda x, w: jax.nn.silu(x) / jnp.sqrt(
+        jnp.mean(x * x, -1, keepdims=True) + 1e-6) * w,  # silu first
+    "level2/group_norm_silu": lambda x, g, b: jax.nn.silu(
+        (x - x.mean((1, 2), keepdims=True))
+        / jnp.sqrt(x.var((1, 2), keepdims=True) + 1e-5)
+        * g[:, None] + b[:, None]),  # one group over all channels
+    "level2/batch_norm_relu": lambda x, g, b: jnp.maximum(
+        _layer_norm(x) * g + b, 0.0),
+    "level2/add_layer_norm": lambda x, r, g, b: _layer_norm(x) * g + b + r,
+    "level2/add_rms_norm_bf16": lambda x, r, w: (
+        x.astype(jnp.float32) / jnp.sqrt(jnp.mean(
+            jnp.square(x.astype(jnp.float32)), -1, keepdims=True) + 1e-6)
+        * w.astype(jnp.float32) + r.astype(jnp.float32)).astype(jnp.bfloat16),
+})
+
+
+WRONG.update({
+    "level2/scale_softmax": lambda x: jax.nn.softmax(x, axis=-1),  # unscaled
+    "level2/causal_softmax": lambda s: jax.nn.softmax(jnp.where(
+        jnp.arange(256)[None, :] <= jnp.arange(256)[:, None] % 64,
+        s * 0.125, -jnp.inf), axis=-1),  # mask uses the in-block row index
+    "level2/geglu_act": lambda x: jax.nn.gelu(x[:, 512:], True) * x[:, :512],
+    "level2/silu_mul": lambda g, u: jax.nn.silu(u) * g,
+    "level2/bias_gelu_residual": lambda x, b, r: jax.nn.gelu(x, True) + b + r,
+    "level2/rope": lambda x, c, s: x * jnp.concatenate([c, c], -1) + jnp.roll(
+        x, 32, -1) * jnp.concatenate([s, s], -1),  # sign of x2 * sin lost
+    "level2/cosine_similarity": lambda a, b: a @ b.T / jnp.linalg.norm(
+        a, axis=1, keepdims=True),  # b left unnormalized
+    "level2/layer_norm_matmul": lambda x, g, b, w: _layer_norm(x @ w),
+    "level2/attention_scores": lambda q, k: jax.nn.softmax(
+        jnp.einsum("hqd,hkd->hqk", q, k), axis=-1),  # no 1/sqrt(d)
+    "level2/conv1d_relu": lambda x, w, b: jnp.maximum(
+        _conv1d_no_padding_shift(x, w) + b[None, :, None], 0.0),
+    "level2/conv2d_relu": lambda x, w, b: _solution("level2/conv2d_relu")(
+        x, w[::-1, ::-1], b),  # flipped kernel (true convolution)
+})
+
+
+def _attention_jnp(q, k, v, mask=None):
+  s = jnp.einsum("...qd,...kd->...qk", q, k) / math.sqrt(q.shape[-1])
+  if mask is not None:
+    s = jnp.where(mask, s, -jnp.inf)
+  return jnp.einsum("...qk,...kd->...qd", jax.nn.softmax(s, axis=-1), v)
+
+
+# Blocks (level3).
+WRONG.update({
+    "level3/mqa_attention": lambda q, k, v: _attention_jnp(
+        q, jnp.roll(q[:, :1], 1, axis=2), v),  # keys taken from q
+    "level3/cross_attention": lambda q, k, v: _attention_jnp(
+        q, k[:, :, :128], v[:, :, :128]),  # loop bound = query length
+    "level3/attention_bf16": lambda q, k, v: _attention_jnp(
+        *(x.astype(jnp.float32) for x in (q, k, v)),
+        jnp.tril(jnp.ones((256, 256), bool))).astype(jnp.bfloat16),
+    "level3/padded_attention": lambda q, k, v, n: _attention_jnp(q, k, v),
+    "level3/sliding_window_attention": lambda q, k, v: _attention_jnp(
+        q, k, v, jnp.tril(jnp.ones((512, 512), bool))),  # plain causal
+})
+
+
+WRONG.update({
+    "level3/gated_mlp_block": lambda x, wg, wu, wd: x + (
+        jax.nn.silu(x @ wu) * (x @ wg)) @ wd,  # gate and up swapped
+    "level3/mlp_bias_relu": lambda x, w1, b1, w2, b2: jnp.maximum(
+        x @ w1, 0.0) @ w2 + b1[:128] + b2,  # b1 added after the ReLU path
+    "level3/conv_block": lambda x, w1, b1, w2, b2: _solution(
+        "level2/conv2d_relu")(x, w1, b1) + x,  # second conv skipped
+})
+
+
+WRONG.update({
+    "level3/transformer_layer": lambda x, g1, b1, g2, b2, *w: kp.get_task(
+        "level3/transformer_layer").reference(
+            x, g1, b1, g1, b1, *w),  # second norm reuses the first's params
+    "level3/rmsnorm_gated_mlp_block": lambda x, nw, wg, wu, wd: _solution(
+        "level3/gated_mlp_block")(x, wg, wu, wd),  # norm skipped
+    "level3/gqa_causal_attention": lambda q, k, v: _solution(
+        "level3/gqa_attention")(q, k, v),  # no causal mask
+})
 
 
 @pytest.mark.parametrize("task_id", sorted(WRONG))

@@ -106,6 +106,11 @@ def test_no_recompiles_after_warm_up(tiny_dirs):
 def test_buckets_and_padding():
   assert [sampler_lib.bucket(n, 16) for n in (1, 16, 17, 300)] == [
       16, 16, 32, 512]
+  assert [sampler_lib.prompt_bucket(n, 16) for n in (
+      1, 16, 17, 33, 128, 129, 300, 321, 1000)] == [
+          16, 16, 32, 48, 128, 160, 320, 384, 1024]
+  # A bounded set: at most 8 buckets per octave.
+  assert len({sampler_lib.prompt_bucket(n, 16) for n in range(1, 2049)}) <= 8 * 7
   tokens, valid = sampler_lib.left_pad([[1, 2], [3]], 4, pad_id=9)
   np.testing.assert_array_equal(tokens, [[9, 9, 1, 2], [9, 9, 9, 3]])
   np.testing.assert_array_equal(valid, [[0, 0, 1, 1], [0, 0, 0, 1]])
