@@ -18,6 +18,7 @@ from absl import flags  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
 import kernels_pallas  # noqa: E402
+from leap_jax.env import candidate  # noqa: E402
 from leap_jax.env import environment  # noqa: E402
 from leap_jax.env import settings  # noqa: E402
 
@@ -34,8 +35,8 @@ def main(argv):
     start = time.perf_counter()
     band = env.calibrate()
     calibration_s = time.perf_counter() - start
-    answers = [(t, "```python\n" + kernels_pallas.get_task(t).solution_candidate_source
-                + "```") for t in task_ids]
+    answers = [(t, candidate.fence(kernels_pallas.get_task(t).solution_candidate_source))
+               for t in task_ids]
     verdicts = env.evaluate(answers, timing_on=True)
     where = "Pallas interpret mode on CPU" if env.interpret else "GPU"
     print(f"A/A noise band: +-{100 * band:.1f}% (q95 |log ratio| of "

@@ -21,6 +21,7 @@ from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 
 import kernels_pallas  # noqa: E402
+from leap_jax.env import candidate  # noqa: E402
 from leap_jax.env import environment  # noqa: E402
 from leap_jax.env import pool as pool_lib  # noqa: E402
 from leap_jax.env import worker as worker_lib  # noqa: E402
@@ -46,7 +47,7 @@ def mixed_batch(n: int) -> list[tuple[str, str]]:
       source = "import jax.numpy as jnp\n\ndef kernel(*xs):\n  return xs[0]\n"
     elif kind == 7:
       source = "import os\n\ndef kernel(*xs):\n  return os.getpid()\n"
-    batch.append((task.task_id, f"```python\n{source}```"))
+    batch.append((task.task_id, candidate.fence(source)))
   batch[3] = (batch[3][0], "```python\ndef kernel(x:\n```")
   return batch
 

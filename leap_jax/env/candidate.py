@@ -10,6 +10,11 @@ _FENCE_RE = re.compile(
     re.DOTALL | re.MULTILINE)
 
 
+def fence(source: str) -> str:
+  """`source` as an answer: one ```python block (what extract_code reads)."""
+  return f"```python\n{source.rstrip()}\n```"
+
+
 def extract_code(answer: str) -> str | None:
   """The answer's last ```python block, else the answer if it parses.
 

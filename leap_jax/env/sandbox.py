@@ -116,7 +116,7 @@ def _under(path: str, roots: Iterable[str]) -> bool:
 
 
 def install_audit_hook(scratch_dir: str, read_roots: Iterable[str],
-                       candidate_filename: str = "<candidate>") -> None:
+                       candidate_filename: str) -> None:
   """Blocks escapes; reads only below `read_roots`, writes only in scratch.
 
   Everything the hook uses is bound here, so a candidate that rewrites this

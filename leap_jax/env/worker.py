@@ -240,7 +240,7 @@ def confine(job: dict[str, Any], setup: WorkerSetup) -> bool:
     sandbox.silence_stdio()
   sandbox.apply_limits(sandbox.Limits(**job["limits"]))
   sandbox.block_threads()
-  sandbox.install_audit_hook(scratch, sandbox.read_roots())
+  sandbox.install_audit_hook(scratch, sandbox.read_roots(), CANDIDATE_FILENAME)
   return isolated
 
 

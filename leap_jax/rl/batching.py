@@ -12,6 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
+from leap_jax.model.sampler import bucket
 from leap_jax.rl import grpo
 from leap_jax.rl.config import RLConfig
 
@@ -26,11 +27,6 @@ class TurnSample:
   prompt_index: int = 0
   sample_index: int = 0
   turn: int = 0  # 0-based
-
-
-def bucket(n: int, minimum: int = 1) -> int:
-  """Smallest power of two >= max(n, minimum)."""
-  return 1 << (max(n, minimum) - 1).bit_length()
 
 
 def fit(prompt: Sequence[int], response: Sequence[int],

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import kernels_pallas
+from leap_jax.env.candidate import fence
 from leap_jax.env.verdict import Status
 from leap_jax.rl import prompts
 from leap_jax.warmstart import mutations
@@ -25,10 +26,6 @@ class Example:
   kind: str                 # "solution" or the mutation's name
   prompt_ids: tuple[int, ...]
   answer_ids: tuple[int, ...]
-
-
-def answer_text(source: str) -> str:
-  return f"```python\n{source.rstrip()}\n```"
 
 
 def _example(tokenizer, task_id: str, kind: str, history, answer: str,
@@ -46,11 +43,11 @@ def build(tokenizer: Any, env: Any, task_ids: Sequence[str], stop_id: int,
     raise ValueError(f"eval tasks may not be used for the warm start: {held_out}")
   examples, requests, meta = [], [], []
   for task_id in task_ids:
-    solution = answer_text(kernels_pallas.get_task(task_id).solution_candidate_source)
-    examples.append(_example(tokenizer, task_id, "solution", [], solution, stop_id))
     source = kernels_pallas.get_task(task_id).solution_candidate_source
+    solution = fence(source)
+    examples.append(_example(tokenizer, task_id, "solution", [], solution, stop_id))
     for name, mutated in mutations.mutate_all(source, seed).items():
-      requests.append((task_id, answer_text(mutated)))
+      requests.append((task_id, fence(mutated)))
       meta.append((task_id, name, solution))
   for (task_id, name, solution), request, verdict in zip(
       meta, requests, env.evaluate(requests)):

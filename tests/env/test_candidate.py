@@ -1,4 +1,4 @@
-from leap_jax.env.candidate import extract_code
+from leap_jax.env.candidate import extract_code, fence
 
 
 def test_last_python_block_wins():
@@ -25,3 +25,8 @@ def test_prose_or_empty_is_no_code():
 def test_indentation_and_blank_lines_survive():
   body = "def kernel(x):\n\n    if x:\n        return x\n\n    return x\n"
   assert extract_code(f"Sure:\n```python\n{body}```\nDone.") == body
+
+
+def test_fence_is_what_extract_code_reads():
+  source = "def kernel(x):\n\n    return x\n"
+  assert extract_code(fence(source)) == source

@@ -37,7 +37,7 @@ def _run_confined(body: str) -> subprocess.CompletedProcess:
       from leap_jax.env import sandbox
       scratch = tempfile.mkdtemp()
       sandbox.apply_limits(sandbox.Limits(memory_bytes=2 << 30, cpu_seconds=30))
-      sandbox.install_audit_hook(scratch, sandbox.read_roots())
+      sandbox.install_audit_hook(scratch, sandbox.read_roots(), "<candidate>")
       def attempt(label, fn):
         try:
           fn()

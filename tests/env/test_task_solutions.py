@@ -3,6 +3,7 @@
 import pytest
 
 import kernels_pallas
+from leap_jax.env import candidate
 from leap_jax.env import environment
 from leap_jax.env import pool as pool_lib
 from leap_jax.env.verdict import Status
@@ -13,7 +14,7 @@ def verdicts():
   config = environment.EnvConfig(pool=pool_lib.PoolConfig(deadline_s=120),
                                  check_lowering=True)
   ids = kernels_pallas.task_ids()
-  answers = [f"```python\n{kernels_pallas.get_task(t).solution_candidate_source}```"
+  answers = [candidate.fence(kernels_pallas.get_task(t).solution_candidate_source)
              for t in ids]
   with environment.KernelEnv(config) as env:
     return dict(zip(ids, env.evaluate(list(zip(ids, answers)))))

@@ -3,6 +3,7 @@ import random
 import pytest
 
 import kernels_pallas
+from leap_jax.env import candidate
 from leap_jax.env import environment
 from leap_jax.env import pool as pool_lib
 from leap_jax.env.verdict import Status
@@ -50,7 +51,7 @@ def test_mutants_of_real_solutions_fail_in_the_environment():
     source = kernels_pallas.get_task(task_id).solution_candidate_source
     for name, mutated in mutations.mutate_all(source, 0).items():
       if name != "wrong_block_shape":
-        requests.append((task_id, f"```python\n{mutated}```"))
+        requests.append((task_id, candidate.fence(mutated)))
   assert len(requests) >= 5
   config = environment.EnvConfig(pool=pool_lib.PoolConfig(num_workers=2, deadline_s=60))
   with environment.KernelEnv(config) as env:

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import kernels_pallas
+from leap_jax.env import candidate
 from leap_jax.env.verdict import Status, Verdict
 from leap_jax.model import config as model_config
 from leap_jax.model import transformer
@@ -38,7 +39,7 @@ def test_examples_hold_solutions_and_real_feedback(tok, examples):
   assert kinds.count("solution") == 2
   assert len(examples) >= 4  # repairs, minus the one the env called ok
   solution = tok.decode(examples[0].answer_ids[:-1])
-  assert solution == sft_data.answer_text(
+  assert solution == candidate.fence(
       kernels_pallas.get_task(TASKS[0]).solution_candidate_source)
   repair = next(e for e in examples if e.kind != "solution")
   prompt = tok.decode(repair.prompt_ids)
