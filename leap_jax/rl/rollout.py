@@ -14,6 +14,7 @@ from typing import Any, Protocol, Sequence
 import jax
 import numpy as np
 
+from leap_jax.model import tokenizer as tokenizer_lib
 from leap_jax.rl import advantages as adv_lib
 from leap_jax.rl import baselines, dcp, rewards
 from leap_jax.rl.batching import TurnSample
@@ -63,7 +64,7 @@ class SamplerPolicy:
     for row in range(batch.tokens.shape[0]):
       n = int(batch.lengths[row])
       ids = batch.tokens[row, :n].tolist()
-      text = self.tokenizer.decode(ids, skip_special_tokens=True)
+      text = tokenizer_lib.decode(self.tokenizer, ids)
       out.append(Completion(ids, batch.logprobs[row, :n], text))
     return out
 
