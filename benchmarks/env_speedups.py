@@ -42,16 +42,17 @@ def main(argv):
     print(f"A/A noise band: +-{100 * band:.1f}% (q95 |log ratio| of "
           f"{len(env.calibration_ratios)} A/A runs, {calibration_s:.0f} s); "
           f"timings in {where}")
-    print(f"{'task':<28}{'status':<10}{'ref ms':>9}{'cand ms':>10}{'raw x':>8}"
+    width = max(len(t) for t in task_ids) + 2
+    print(f"{'task':<{width}}{'status':<10}{'ref ms':>9}{'cand ms':>10}{'raw x':>8}"
           f"{'95% CI':>14}{'counted x':>11}")
     rows = []
     for v in verdicts:
       t = v.timing
       if t is None:
-        print(f"{v.task_id:<28}{v.status.value:<10}  (not timed)")
+        print(f"{v.task_id:<{width}}{v.status.value:<10}  (not timed)")
         rows.append({"task": v.task_id, "status": v.status.value})
         continue
-      print(f"{v.task_id:<28}{v.status.value:<10}{1e3 * t.ref_seconds:>9.2f}"
+      print(f"{v.task_id:<{width}}{v.status.value:<10}{1e3 * t.ref_seconds:>9.2f}"
             f"{1e3 * t.cand_seconds:>10.2f}{t.raw_speedup:>8.3f}"
             f"{f'{t.ci_low:.3f}-{t.ci_high:.3f}':>14}{t.speedup:>11.3f}")
       rows.append({"task": v.task_id, "status": v.status.value,
