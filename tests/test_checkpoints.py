@@ -25,3 +25,12 @@ def test_missing_checkpoint_is_a_clear_error(tmp_path):
     ckpt.restore({"w": jnp.zeros(2)})
   with pytest.raises(checkpoints.CheckpointError, match="step 7"):
     ckpt.restore({"w": jnp.zeros(2)}, step=7)
+
+
+def test_keep_steps_survive_garbage_collection(tmp_path):
+  ckpt = checkpoints.Checkpoints(tmp_path / "ck", max_to_keep=1, keep_steps=(0,))
+  for step in range(4):
+    ckpt.save(step, {"w": jnp.full(2, float(step))}, {})
+  assert ckpt.all_steps() == [0, 3]
+  restored, _, _ = ckpt.restore({"w": jnp.zeros(2)}, step=0)
+  np.testing.assert_array_equal(restored["w"], [0.0, 0.0])

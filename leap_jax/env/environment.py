@@ -47,6 +47,12 @@ class EnvConfig:
     setups = self.pool.setups
     return setups[0].backend if setups else "interpret"
 
+  @property
+  def target_backend(self) -> str:
+    """The GPU backend answers are written for: on a CPU host kernels run in
+    interpret mode but are checked by lowering for Triton."""
+    return "mosaic" if self.backend == "mosaic" else "triton"
+
 
 @dataclasses.dataclass
 class _TaskBatch:

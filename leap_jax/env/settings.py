@@ -32,22 +32,30 @@ def _host_has_gpu() -> bool:
 
 
 def env_config_from(cfg: ml_collections.ConfigDict,
-                    has_gpu: bool | None = None) -> EnvConfig:
-  """Builds the environment's config from the `env` config block."""
+                    has_gpu: bool | None = None,
+                    jobs_per_worker: int = 1) -> EnvConfig:
+  """Builds the environment's config from the `env` config block.
+
+  jobs_per_worker > 1 reuses a worker process for that many candidates: only
+  for trusted code (the warm start's own mutated solutions), never for the
+  policy's answers.
+  """
   has_gpu = _host_has_gpu() if has_gpu is None else has_gpu
   backend = resolve_backend(cfg.backend, has_gpu)
   devices = [d.strip() for d in str(cfg.verify_devices).split(",") if d.strip()]
   if backend == "interpret":
     n = cfg.num_workers or os.cpu_count() or 1
     setups = tuple(worker_lib.WorkerSetup(backend=backend,
-                                          check_lowering=cfg.check_lowering)
+                                          check_lowering=cfg.check_lowering,
+                                          jobs_per_worker=jobs_per_worker)
                    for _ in range(n))
   else:
     devices = devices or ["0"]
     n = cfg.num_workers or len(devices)
     setups = tuple(worker_lib.WorkerSetup(backend=backend,
                                           visible_device=devices[i % len(devices)],
-                                          check_lowering=False)
+                                          check_lowering=False,
+                                          jobs_per_worker=jobs_per_worker)
                    for i in range(n))
   pool = pool_lib.PoolConfig(
       num_workers=n, start_method=cfg.start_method, deadline_s=cfg.deadline_s,

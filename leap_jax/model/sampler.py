@@ -105,9 +105,13 @@ def prefill(graphdef: nnx.GraphDef, params: nnx.State, tokens_BP: jax.Array,
 def decode(graphdef: nnx.GraphDef, params: nnx.State, state: DecodeState,
            mode: sampling.Mode, max_new_tokens: jax.Array, stop_ids: jax.Array,
            pad_id: jax.Array, temperature: jax.Array, top_p: jax.Array,
-           rng: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array,
-                                    DecodeState]:
-  """Samples up to max_new_tokens per row: tokens, logprobs, lengths."""
+           rng: jax.Array, live_X: jax.Array
+           ) -> tuple[jax.Array, jax.Array, jax.Array, DecodeState]:
+  """Samples up to max_new_tokens per row: tokens, logprobs, lengths.
+
+  Rows with live_X False (padding prompts) start done, so they never keep
+  the loop running.
+  """
   model = nnx.merge(graphdef, params)
   b = state.first_logits_BV.shape[0]
   x, _, gen_len, _ = state.gen_vs[0].shape
@@ -121,7 +125,7 @@ def decode(graphdef: nnx.GraphDef, params: nnx.State, state: DecodeState,
   positions_X = jnp.repeat(state.prompt_lengths_B, g)
   tokens_XS = jnp.full((x, gen_len), pad_id, jnp.int32).at[:, 0].set(tok_X)
   logps_XS = jnp.zeros((x, gen_len), jnp.float32).at[:, 0].set(logp_X)
-  done_X = jnp.isin(tok_X, stop_ids)
+  done_X = jnp.isin(tok_X, stop_ids) | ~live_X
   carry = (jnp.int32(0), tok_X, tokens_XS, logps_XS, done_X,
            jnp.ones((x,), jnp.int32), state.gen_ks, state.gen_vs)
 
@@ -181,15 +185,22 @@ class Sampler:
       rng = jax.random.key(rng)
     length = prompt_bucket(max(len(p) for p in prompts),
                            self.min_prompt_bucket)
-    tokens_BP, valid_BP = left_pad(prompts, length, self.pad_id)
+    # The prompt count is padded to a power of two (copies of the first
+    # prompt, dropped below) so a varying count does not recompile.
+    count = len(prompts)
+    padded = list(prompts) + [prompts[0]] * (bucket(count) - count)
+    tokens_BP, valid_BP = left_pad(padded, length, self.pad_id)
     gen_len = bucket(max_new_tokens)
     state = prefill(self.graphdef, self.state, tokens_BP, valid_BP,
                     num_samples, gen_len)
     tokens, logps, lengths, _ = decode(
         self.graphdef, self.state, state, mode, np.int32(max_new_tokens),
         stops_arr, np.int32(self.pad_id), np.float32(max(temperature, 1e-6)),
-        np.float32(top_p), rng)
-    tokens, logps, lengths = jax.device_get((tokens, logps, lengths))
+        np.float32(top_p), rng,
+        np.repeat(np.arange(len(padded)) < count, num_samples))
+    keep = count * num_samples
+    tokens, logps, lengths = jax.device_get((tokens[:keep], logps[:keep],
+                                             lengths[:keep]))
     prompt_index = np.repeat(np.arange(len(prompts), dtype=np.int32),
                              num_samples)
     return SampleBatch(

@@ -46,44 +46,91 @@ def fit(prompt: Sequence[int], response: Sequence[int],
   return prompt, response
 
 
-def pack(samples: Sequence[TurnSample], cfg: RLConfig,
-         pad_id: int = 0) -> dict[str, np.ndarray]:
-  """Batch dict: inputs, targets, mask, weights, advantages, sampler_logp.
+def _group_rows(lengths: Sequence[int], cfg: RLConfig,
+                by_length: bool) -> dict[int, list[int]]:
+  """Sequence length -> the sample indices packed at that length."""
+  max_len = bucket(cfg.max_seq_len)
+  sized = [min(bucket(n, cfg.min_seq_bucket), max_len) for n in lengths]
+  if not by_length:
+    return {max(sized): list(range(len(sized)))}
+  groups: dict[int, list[int]] = {}
+  for i, length in enumerate(sized):
+    groups.setdefault(length, []).append(i)
+  return dict(sorted(groups.items()))
 
-  targets[r, j] = sequence[j + 1]; mask marks targets that are response
-  tokens. Aggregation weights are computed over the whole batch (so
-  micro-batches sum to the large-batch loss).
+
+def _micro_batches(n: int, cfg: RLConfig) -> int:
+  needed = -(-n // cfg.micro_batch_rows)
+  num_mb = cfg.num_micro_batches or bucket(needed)
+  if needed > num_mb:
+    raise ValueError(f'{n} samples do not fit {num_mb} micro-batches of '
+                     f'{cfg.micro_batch_rows} rows')
+  return num_mb
+
+
+def pack_buckets(samples: Sequence[TurnSample], cfg: RLConfig,
+                 pad_id: int = 0, by_length: bool = True,
+                 skip_zero_advantage: bool = False
+                 ) -> list[dict[str, np.ndarray]]:
+  """Batch dicts, one per length bucket (shortest first); see `pack`.
+
+  Short turns are not padded to the longest one's length: each bucket has
+  its own [M, R, L] batch. Aggregation weights are computed over all
+  samples together, so the buckets' gradients add up to the one-batch
+  gradient (train_step.Update sums them before the optimizer step).
+  skip_zero_advantage leaves out rows with A = 0 after the weights are
+  computed: without a KL term they have no gradient, so the result is the
+  same gradient for less compute ([] if every advantage is 0).
   """
   if not samples:
     raise ValueError('no samples to pack')
-  max_len = bucket(cfg.max_seq_len)
-  seqs = [fit(s.prompt_ids, s.response_ids, max_len) for s in samples]
-  longest = max(len(p) + len(r) - 1 for p, r in seqs)
-  length = min(bucket(longest, cfg.min_seq_bucket), max_len)
-  rows = cfg.micro_batch_rows
-  needed = -(-len(samples) // rows)
-  num_mb = cfg.num_micro_batches or bucket(needed)
-  if needed > num_mb:
-    raise ValueError(f'{len(samples)} samples do not fit {num_mb} micro-'
-                     f'batches of {rows} rows')
-  n = num_mb * rows
-  inputs = np.full((n, length), pad_id, np.int32)
-  targets = np.full((n, length), pad_id, np.int32)
-  mask = np.zeros((n, length), bool)
-  sampler_logp = np.zeros((n, length), np.float32)
-  adv = np.zeros((n,), np.float32)
-  for i, (s, (prompt, response)) in enumerate(zip(samples, seqs)):
-    seq = np.asarray(prompt + response, np.int32)
-    inputs[i, :len(seq) - 1] = seq[:-1]
-    targets[i, :len(seq) - 1] = seq[1:]
-    start = len(prompt) - 1  # target index of the first response token
-    mask[i, start:start + len(response)] = True
-    sampler_logp[i, start:start + len(response)] = np.asarray(
-        s.sampler_logprobs, np.float32)[:len(response)]
-    adv[i] = s.advantage
+  seqs = [fit(s.prompt_ids, s.response_ids, bucket(cfg.max_seq_len))
+          for s in samples]
+  lengths = [len(p) + len(r) - 1 for p, r in seqs]
+  full = max(lengths)
+  mask = np.zeros((len(samples), full), bool)
+  for i, (prompt, response) in enumerate(seqs):
+    mask[i, len(prompt) - 1:len(prompt) - 1 + len(response)] = True
   weights = np.asarray(grpo.aggregation_weights(mask, cfg.aggregation,
                                                 cfg.loss_norm_length))
-  split = lambda x: x.reshape(num_mb, rows, *x.shape[1:])
-  return {'inputs': split(inputs), 'targets': split(targets),
-          'mask': split(mask), 'weights': split(weights),
-          'advantages': split(adv), 'sampler_logp': split(sampler_logp)}
+  batches = []
+  for length, idx in _group_rows(lengths, cfg, by_length).items():
+    if skip_zero_advantage:
+      idx = [i for i in idx if samples[i].advantage != 0.0]
+      if not idx:
+        continue
+    n = _micro_batches(len(idx), cfg) * cfg.micro_batch_rows
+    batch = {'inputs': np.full((n, length), pad_id, np.int32),
+             'targets': np.full((n, length), pad_id, np.int32),
+             'mask': np.zeros((n, length), bool),
+             'weights': np.zeros((n, length), np.float32),
+             'advantages': np.zeros((n,), np.float32),
+             'sampler_logp': np.zeros((n, length), np.float32)}
+    for row, i in enumerate(idx):
+      prompt, response = seqs[i]
+      seq = np.asarray(prompt + response, np.int32)
+      start = len(prompt) - 1  # target index of the first response token
+      batch['inputs'][row, :len(seq) - 1] = seq[:-1]
+      batch['targets'][row, :len(seq) - 1] = seq[1:]
+      batch['mask'][row, start:start + len(response)] = True
+      w = weights[i, :length]
+      batch['weights'][row, :len(w)] = w
+      batch['sampler_logp'][row, start:start + len(response)] = np.asarray(
+          samples[i].sampler_logprobs, np.float32)[:len(response)]
+      batch['advantages'][row] = samples[i].advantage
+    batches.append({k: v.reshape(n // cfg.micro_batch_rows,
+                                 cfg.micro_batch_rows, *v.shape[1:])
+                    for k, v in batch.items()})
+  return batches
+
+
+def pack(samples: Sequence[TurnSample], cfg: RLConfig,
+         pad_id: int = 0) -> dict[str, np.ndarray]:
+  """One batch dict: inputs, targets, mask, weights, advantages, sampler_logp.
+
+  targets[r, j] = sequence[j + 1]; mask marks targets that are response
+  tokens. Aggregation weights are computed over the whole batch (so
+  micro-batches sum to the large-batch loss). Every row is padded to the
+  longest sample's bucket.
+  """
+  return pack_buckets(samples, cfg, pad_id, by_length=False)[0]

@@ -86,6 +86,7 @@ def grpo_loss(logp_BL: jax.Array, old_logp_BL: jax.Array, adv_B: jax.Array,
   m_BL = mask_BL.astype(jnp.float32)
   aux = {'tokens': jnp.sum(m_BL),
          'clipped_tokens': jnp.sum(clipped_BL * m_BL),
+         'logp_sum': jnp.sum(jax.lax.stop_gradient(logp_BL) * m_BL),
          'policy_loss': jnp.sum(weight_BL * loss_BL)}
   if kl_beta and ref_logp_BL is not None:
     kl_BL = k3(logp_BL, jnp.where(mask_BL, ref_logp_BL, 0.0))

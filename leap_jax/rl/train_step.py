@@ -4,11 +4,14 @@ params and optimizer state are donated; the batch is [M, R, L] (batching.py)
 and a lax.scan over the M micro-batches adds up gradients (the loss is a
 weighted sum with batch-global weights, so the sum is the large-batch
 gradient). Shapes are fixed per length bucket, so the step compiles once per
-bucket. logp_old comes from a separate jitted forward (`make_logprob_fn`)
-with the pre-update params; it is also what the sampler's logprobs are
-compared against (`logprob_mismatch`).
+bucket; `Update` adds several buckets' gradients before one optimizer step.
+logp_old: with one update per rollout it equals the current logp, taken under
+stop_gradient inside the step; a batch may instead carry `old_logp` from
+`make_logprob_fn` (several updates per rollout, or tests). The trainer's
+logp is compared against the sampler's (`logprob_mismatch`).
 """
 
+import functools
 from typing import Any, Callable
 
 import jax
@@ -25,11 +28,13 @@ from leap_jax.rl.config import RLConfig
 Batch = dict[str, Any]
 
 
-def make_optimizer(cfg: RLConfig) -> optax.GradientTransformation:
-  """Global-norm clipping, then AdamW."""
+def make_optimizer(cfg: RLConfig, learning_rate: float | optax.Schedule | None = None
+                   ) -> optax.GradientTransformation:
+  """Global-norm clipping, then AdamW (at cfg.learning_rate unless given)."""
   return optax.chain(
       optax.clip_by_global_norm(cfg.max_grad_norm),
-      optax.adamw(cfg.learning_rate, b1=cfg.b1, b2=cfg.b2, eps=cfg.adam_eps,
+      optax.adamw(cfg.learning_rate if learning_rate is None else learning_rate,
+                  b1=cfg.b1, b2=cfg.b2, eps=cfg.adam_eps,
                   weight_decay=cfg.weight_decay))
 
 
@@ -57,33 +62,58 @@ def make_logprob_fn(graphdef: nnx.GraphDef, cfg: RLConfig) -> Callable:
 
 
 def loss_and_grads(graphdef: nnx.GraphDef, params, batch: Batch,
-                   cfg: RLConfig) -> tuple[Any, dict[str, jax.Array]]:
-  """Summed gradients and aux sums over the micro-batches of `batch`."""
+                   cfg: RLConfig) -> tuple[Any, dict[str, jax.Array], jax.Array]:
+  """Summed gradients, aux sums and logp [M, R, L] over the micro-batches.
+
+  Without `old_logp` in the batch the ratio's denominator is the current
+  logp under stop_gradient: with one update per rollout the pre-update
+  params are these params, so this is the same objective without the extra
+  forward pass (rho = 1, gradient A * grad logp).
+  """
   use_ref = cfg.kl_beta > 0
+  on_policy = 'old_logp' not in batch
 
   def loss_fn(p, mb):
     logp_BL = _logp(graphdef, p, mb['inputs'], mb['targets'], cfg.temperature)
-    return grpo.grpo_loss(
-        logp_BL, mb['old_logp'], mb['advantages'], mb['weights'], mb['mask'],
+    old_BL = (jax.lax.stop_gradient(logp_BL) if on_policy
+              else mb['old_logp'])
+    loss, aux = grpo.grpo_loss(
+        logp_BL, old_BL, mb['advantages'], mb['weights'], mb['mask'],
         mb['ref_logp'] if use_ref else None, eps_low=cfg.eps_low,
         eps_high=cfg.eps_high, kl_beta=cfg.kl_beta)
+    return loss, (aux, logp_BL)
 
   grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
-  keys = ['inputs', 'targets', 'mask', 'weights', 'advantages', 'old_logp']
-  mbs = {k: batch[k] for k in keys + (['ref_logp'] if use_ref else [])}
+  keys = ['inputs', 'targets', 'mask', 'weights', 'advantages']
+  keys += ([] if on_policy else ['old_logp']) + (['ref_logp'] if use_ref else [])
+  mbs = {k: batch[k] for k in keys}
 
   def one(carry, mb):
     grads_acc, aux_acc = carry
-    (_, aux), grads = grad_fn(params, mb)
+    (_, (aux, logp_BL)), grads = grad_fn(params, mb)
     return (jax.tree.map(jnp.add, grads_acc, grads),
-            jax.tree.map(jnp.add, aux_acc, aux)), None
+            jax.tree.map(jnp.add, aux_acc, aux)), logp_BL
 
   zeros = jax.tree.map(jnp.zeros_like, params)
   first = jax.tree.map(lambda x: x[0], mbs)
   aux0 = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype),
-                      jax.eval_shape(lambda: grad_fn(params, first)[0][1]))
-  (grads, aux), _ = jax.lax.scan(one, (zeros, aux0), mbs)
-  return grads, aux
+                      jax.eval_shape(lambda: grad_fn(params, first)[0][1][0]))
+  (grads, aux), logp_MRL = jax.lax.scan(one, (zeros, aux0), mbs)
+  return grads, aux, logp_MRL
+
+
+def _apply(optimizer, params, opt_state, grads, aux):
+  updates, opt_state = optimizer.update(grads, opt_state, params)
+  params = optax.apply_updates(params, updates)
+  tokens = jnp.maximum(aux['tokens'], 1.0)
+  metrics = {'loss': aux['loss'], 'policy_loss': aux['policy_loss'],
+             'grad_norm': optax.tree.norm(grads),
+             'clip_fraction': aux['clipped_tokens'] / tokens,
+             'mean_logp': aux['logp_sum'] / tokens,
+             'loss_tokens': aux['tokens']}
+  if 'kl_sum' in aux:
+    metrics['kl'] = aux['kl_sum'] / tokens
+  return params, opt_state, metrics
 
 
 def make_train_step(graphdef: nnx.GraphDef,
@@ -91,25 +121,52 @@ def make_train_step(graphdef: nnx.GraphDef,
                     cfg: RLConfig) -> Callable:
   """Jitted (params, opt_state, batch) -> (params, opt_state, metrics).
 
-  params and opt_state are donated: the caller must use the returned ones.
-  Pass jax arrays (not host numpy) as params so the first call's cache entry
-  matches the outputs fed back in later steps.
+  One batch (one length bucket) in one compiled program. params and
+  opt_state are donated: the caller must use the returned ones. Pass jax
+  arrays (not host numpy) as params so the first call's cache entry matches
+  the outputs fed back in later steps.
   """
 
   def step(params, opt_state, batch):
-    grads, aux = loss_and_grads(graphdef, params, batch, cfg)
-    updates, opt_state = optimizer.update(grads, opt_state, params)
-    params = optax.apply_updates(params, updates)
-    tokens = jnp.maximum(aux['tokens'], 1.0)
-    metrics = {'loss': aux['loss'], 'policy_loss': aux['policy_loss'],
-               'grad_norm': optax.tree.norm(grads),
-               'clip_fraction': aux['clipped_tokens'] / tokens,
-               'loss_tokens': aux['tokens']}
-    if 'kl_sum' in aux:
-      metrics['kl'] = aux['kl_sum'] / tokens
-    return params, opt_state, metrics
+    grads, aux, _ = loss_and_grads(graphdef, params, batch, cfg)
+    return _apply(optimizer, params, opt_state, grads, aux)
 
   return jax.jit(step, donate_argnums=(0, 1))
+
+
+class Update:
+  """One optimizer step over several length buckets.
+
+  `update(params, opt_state, batches)` -> (params, opt_state, metrics,
+  logps): gradients of every micro-batch of every bucket's batch (one
+  compile per length bucket) are added, then one donated optimizer step. Batches from
+  batching.pack_buckets carry batch-global weights, so the sum is the
+  gradient of the whole rollout. logps: per bucket, the trainer's [M, R, L]
+  token logprobs before the step (for the sampler/trainer mismatch).
+  """
+
+  def __init__(self, graphdef: nnx.GraphDef,
+               optimizer: optax.GradientTransformation, cfg: RLConfig):
+    self.grads = jax.jit(functools.partial(loss_and_grads, graphdef, cfg=cfg))
+    self.apply = jax.jit(functools.partial(_apply, optimizer),
+                         donate_argnums=(0, 1))
+
+  def __call__(self, params, opt_state, batches: list[Batch]):
+    if not batches:
+      raise ValueError('no batches to train on')
+    total, logps = None, []
+    for batch in batches:
+      # One micro-batch per call: the compiled shape is [1, R, L] whatever
+      # the micro-batch count, so a new count never recompiles.
+      parts = []
+      for m in range(batch['inputs'].shape[0]):
+        out = self.grads(params, jax.tree.map(lambda x: x[m:m + 1], batch))
+        total = out[:2] if total is None else jax.tree.map(jnp.add, total,
+                                                            out[:2])
+        parts.append(out[2])
+      logps.append(jnp.concatenate(parts))
+    params, opt_state, metrics = self.apply(params, opt_state, *total)
+    return params, opt_state, metrics, logps
 
 
 def logprob_mismatch(trainer_logp, sampler_logp, mask) -> dict[str, float]:

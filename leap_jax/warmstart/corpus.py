@@ -6,6 +6,8 @@ The eval split is held out from everything the warm start sees.
 from __future__ import annotations
 
 import kernels_pallas
+from leap_jax.env.candidate import fence
+from leap_jax.rl import prompts
 
 
 def training_tasks() -> list[kernels_pallas.Task]:
@@ -13,9 +15,11 @@ def training_tasks() -> list[kernels_pallas.Task]:
 
 
 def task_texts(tasks: list[kernels_pallas.Task]) -> list[str]:
-  """Descriptions, reference sources and candidate-form solutions."""
-  texts = []
+  """What the model reads and writes: the system message and each task's
+  first prompt (description, reference, contract), retry instruction and
+  fenced candidate-form solution."""
+  texts = [prompts.SYSTEM, prompts.RETRY]
   for task in tasks:
-    texts += [task.description, task.reference_source,
-              task.solution_candidate_source]
+    texts += [prompts.task_text(task.task_id),
+              fence(task.solution_candidate_source)]
   return texts

@@ -10,6 +10,7 @@ format it will be sampled in.
 from __future__ import annotations
 
 import dataclasses
+import random
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,8 +37,12 @@ def _example(tokenizer, task_id: str, kind: str, history, answer: str,
 
 
 def build(tokenizer: Any, env: Any, task_ids: Sequence[str], stop_id: int,
-          seed: int = 0) -> list[Example]:
-  """Solution and repair examples for `task_ids` (never the eval split)."""
+          seed: int = 0, repairs_per_task: int | None = None) -> list[Example]:
+  """Solution and repair examples for `task_ids` (never the eval split).
+
+  repairs_per_task: at most this many mutations per task (a seeded choice;
+  None: every applicable one), each one environment call.
+  """
   held_out = set(task_ids) & set(kernels_pallas.task_ids("eval"))
   if held_out:
     raise ValueError(f"eval tasks may not be used for the warm start: {held_out}")
@@ -46,7 +51,11 @@ def build(tokenizer: Any, env: Any, task_ids: Sequence[str], stop_id: int,
     source = kernels_pallas.get_task(task_id).solution_candidate_source
     solution = fence(source)
     examples.append(_example(tokenizer, task_id, "solution", [], solution, stop_id))
-    for name, mutated in mutations.mutate_all(source, seed).items():
+    mutants = sorted(mutations.mutate_all(source, seed).items())
+    if repairs_per_task is not None and len(mutants) > repairs_per_task:
+      rng = random.Random(f"{seed}:{task_id}")
+      mutants = sorted(rng.sample(mutants, repairs_per_task))
+    for name, mutated in mutants:
       requests.append((task_id, fence(mutated)))
       meta.append((task_id, name, solution))
   for (task_id, name, solution), request, verdict in zip(

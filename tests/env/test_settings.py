@@ -33,3 +33,12 @@ def test_bad_backends_are_clear_errors():
     settings.resolve_backend("cuda", True)
   with pytest.raises(ValueError, match="needs a GPU"):
     settings.resolve_backend("triton", False)
+
+
+def test_prompts_target_the_gpu_backend_even_in_interpret_mode():
+  from configs import leap
+  env = leap.get_config().env
+  for backend, target in (("interpret", "triton"), ("triton", "triton"),
+                          ("mosaic", "mosaic")):
+    env.backend = backend
+    assert settings.env_config_from(env, has_gpu=True).target_backend == target

@@ -98,6 +98,14 @@ def test_no_recompiles_after_warm_up(tiny_dirs):
                **{**settings, 'top_p': 0.5})
   assert (sampler_lib.prefill._cache_size(),
           sampler_lib.decode._cache_size()) == sizes
+  # 3 and 4 prompts share the count bucket 4; only the first 3 come back.
+  three = smp.generate([[1, 2], [3], [4, 5]], max_new_tokens=20, **settings)
+  sizes = (sampler_lib.prefill._cache_size(), sampler_lib.decode._cache_size())
+  smp.generate([[1, 2], [3], [4, 5], [6]], max_new_tokens=20, **settings)
+  assert (sampler_lib.prefill._cache_size(),
+          sampler_lib.decode._cache_size()) == sizes
+  assert three.tokens.shape[0] == 6 and three.prompt_index.tolist() == [
+      0, 0, 1, 1, 2, 2]
   # A longer prompt moves to the next bucket: exactly one more of each.
   smp.generate([[1] * 17, [2]], max_new_tokens=20, **settings)
   assert sampler_lib.prefill._cache_size() == sizes[0] + 1

@@ -70,3 +70,32 @@ def test_seq_mean_weights():
   w, m = b['weights'][0], b['mask'][0]
   np.testing.assert_allclose(w[0][m[0]], 1 / 2 / 2)
   np.testing.assert_allclose(w[1][m[1]], 1 / 4 / 2)
+
+
+def test_pack_buckets_split_by_length_with_global_weights():
+  cfg = RLConfig(micro_batch_rows=2, min_seq_bucket=8)
+  samples = [_sample([1] * 3, [2] * 2), _sample([1] * 12, [2] * 4),
+             _sample([1], [2] * 2)]
+  short, long_ = batching.pack_buckets(samples, cfg)
+  chex.assert_shape(short['inputs'], (1, 2, 8))
+  chex.assert_shape(long_['inputs'], (1, 2, 16))
+  # token_mean over all 8 response tokens, whichever bucket holds them.
+  for b in (short, long_):
+    np.testing.assert_allclose(b['weights'][b['mask']], 1 / 8)
+  np.testing.assert_allclose(short['advantages'][0], [1, 1])
+  np.testing.assert_array_equal(long_['targets'][0, 0][long_['mask'][0, 0]],
+                                [2, 2, 2, 2])
+  one = batching.pack(samples, cfg)
+  chex.assert_shape(one['inputs'], (2, 2, 16))
+
+
+def test_skipping_zero_advantage_rows_keeps_the_weights():
+  cfg = RLConfig(micro_batch_rows=2, min_seq_bucket=8)
+  samples = [_sample([1], [2, 3], 0.0), _sample([1], [2, 3, 4], 1.0),
+             _sample([1] * 12, [2], 0.0)]
+  (only,) = batching.pack_buckets(samples, cfg, skip_zero_advantage=True)
+  np.testing.assert_allclose(only['advantages'][0], [1.0, 0.0])
+  # token_mean still divides by all 6 response tokens.
+  np.testing.assert_allclose(only['weights'][only['mask']], 1 / 6)
+  assert batching.pack_buckets([_sample([1], [2], 0.0)], cfg,
+                               skip_zero_advantage=True) == []

@@ -59,8 +59,8 @@ def test_four_micro_batches_equal_one_large_batch(model):
   small = {k: v.reshape(4, 4, *v.shape[2:]) for k, v in big.items()}
   assert batching.pack(samples, CFG)['inputs'].shape == (4, 4, 32)
   fn = jax.jit(train_step.loss_and_grads, static_argnums=(0, 3))
-  g_big, aux_big = fn(graphdef, params, big, CFG)
-  g_small, aux_small = fn(graphdef, params, small, CFG)
+  g_big, aux_big, _ = fn(graphdef, params, big, CFG)
+  g_small, aux_small, _ = fn(graphdef, params, small, CFG)
   diff = _max_diff(g_big, g_small)
   print(f'max |grad(4 micro-batches) - grad(1 batch)| = {diff:.2e}')
   assert diff <= 1e-5
@@ -110,8 +110,8 @@ def test_remat_gives_the_same_gradient(model):
   batch = with_old_logp(graphdef, params, batching.pack(random_samples(8),
                                                         CFG))
   fn = jax.jit(train_step.loss_and_grads, static_argnums=(0, 3))
-  g, _ = fn(graphdef, params, batch, CFG)
-  g_remat, _ = fn(train_step.train_graphdef(TINY, True), params, batch, CFG)
+  g, _, _ = fn(graphdef, params, batch, CFG)
+  g_remat, _, _ = fn(train_step.train_graphdef(TINY, True), params, batch, CFG)
   assert _max_diff(g, g_remat) <= 1e-6
 
 
@@ -125,6 +125,43 @@ def test_kl_to_itself_is_zero(model):
   _, _, metrics = train_step.make_train_step(graphdef, opt, cfg)(
       jax.tree.map(np.array, params), opt.init(params), batch)
   np.testing.assert_allclose(metrics['kl'], 0.0, atol=1e-6)
+
+
+def test_on_policy_step_needs_no_old_logp(model):
+  """Without old_logp the ratio uses stop_gradient(logp): the same gradient
+  as passing the pre-update logp, and the logp it returns is that logp."""
+  graphdef, params = model
+  batch = batching.pack(random_samples(8), CFG)
+  logp = np.asarray(train_step.make_logprob_fn(graphdef, CFG)(params, batch))
+  fn = jax.jit(train_step.loss_and_grads, static_argnums=(0, 3))
+  g_on, aux_on, logp_on = fn(graphdef, params, batch, CFG)
+  g_old, aux_old, _ = fn(graphdef, params, dict(batch, old_logp=logp), CFG)
+  assert _max_diff(g_on, g_old) <= 1e-6
+  np.testing.assert_allclose(logp_on, logp, atol=1e-5)
+  assert float(aux_on['clipped_tokens']) == 0.0  # rho = 1 everywhere
+
+
+def test_update_over_buckets_equals_one_padded_batch(model):
+  """Two length buckets, gradients added, one step == one batch padded to
+  the longest length."""
+  graphdef, params = model
+  samples = random_samples(6) + random_samples(3, seed=5, max_prompt=50)
+  buckets = batching.pack_buckets(samples, CFG)
+  assert [b['inputs'].shape[-1] for b in buckets] == [32, 64]
+  opt = train_step.make_optimizer(CFG)
+  update = train_step.Update(graphdef, opt, CFG)
+  copy = lambda: jax.tree.map(jnp.copy, params)
+  p_multi, _, m_multi, logps = update(copy(), opt.init(params), buckets)
+  assert update.grads._cache_size() == 2  # one compile per bucket shape
+  p_one, _, m_one, _ = update(copy(), opt.init(params),
+                              [batching.pack(samples, CFG)])
+  assert len(logps) == 2 and logps[1].shape == buckets[1]['mask'].shape
+  np.testing.assert_allclose(m_multi['loss'], m_one['loss'], rtol=1e-5)
+  g_multi = jax.tree.map(jnp.add, *[update.grads(params, b)[0]
+                                    for b in buckets])
+  g_one = update.grads(params, batching.pack(samples, CFG))[0]
+  assert _max_diff(g_multi, g_one) <= 1e-7
+  assert _max_diff(p_multi, p_one) <= 1e-5  # Adam divides by tiny moments
 
 
 def test_logprob_mismatch():
@@ -154,7 +191,7 @@ one = jax.devices()[0]
 p1 = jax.device_put(host, one)
 new1, _, m1 = train_step.make_train_step(graphdef, opt, cfg)(
     p1, opt.init(p1), jax.device_put(batch, one))
-g1, _ = jax.jit(train_step.loss_and_grads, static_argnums=(0, 3))(
+g1, _, _ = jax.jit(train_step.loss_and_grads, static_argnums=(0, 3))(
     graphdef, jax.device_put(host, one), jax.device_put(batch, one), cfg)
 
 mesh = sharding.make_mesh(data=1, fsdp=4, tensor=2)
@@ -162,7 +199,7 @@ shardings = sharding.state_shardings(transformer.abstract_model(TINY)[1], mesh)
 p8 = jax.device_put(host, shardings)
 rows = NamedSharding(mesh, P(None, ('data', 'fsdp')))
 b8 = {k: jax.device_put(v, rows) for k, v in batch.items()}
-g8, _ = jax.jit(train_step.loss_and_grads, static_argnums=(0, 3))(
+g8, _, _ = jax.jit(train_step.loss_and_grads, static_argnums=(0, 3))(
     graphdef, p8, b8, cfg)
 new8, _, m8 = train_step.make_train_step(graphdef, opt, cfg)(
     p8, opt.init(p8), b8)

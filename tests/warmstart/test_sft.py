@@ -60,7 +60,7 @@ def test_training_lowers_the_answer_loss(tok, examples):
   short = [sft_data.Example(e.task_id, e.kind, e.prompt_ids[-64:], e.answer_ids[:64])
            for e in examples]
   _, losses = sft.train(graphdef, state, short,
-                        sft.SFTConfig(steps=12, batch_rows=2, learning_rate=1e-2,
+                        sft.SFTConfig(steps=12, batch_tokens=256, learning_rate=1e-2,
                                       seq_len=256), pad_id=tok.pad_token_id)
   assert np.isfinite(losses).all()
   assert np.mean(losses[-3:]) < 0.8 * np.mean(losses[:3])

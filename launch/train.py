@@ -1,0 +1,59 @@
+"""Trains a policy with LEAP (or a baseline) on the kernel tasks.
+
+  python launch/train.py --config=configs/leap.py [--workdir=DIR]
+  python launch/train.py --config=configs/leap.py:smollm2
+  python launch/train.py --config=configs/leap.py:hf --config.model.path=DIR
+
+The same command on an existing workdir resumes from its latest checkpoint.
+Outputs in the workdir: metrics.jsonl, tensorboard/, checkpoints/<step>/,
+plots/*.png. The embedded default makes its warm start first if
+config.sft.dir has none (launch/sft.py makes it on its own).
+"""
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from absl import app, flags  # noqa: E402
+from ml_collections import config_flags  # noqa: E402
+
+from leap_jax.cli import absolute_paths, fail, quiet_logging  # noqa: E402
+
+_CONFIG = config_flags.DEFINE_config_file(
+    "config", os.path.join(os.path.dirname(__file__), "..", "configs", "leap.py"),
+    "Run config: configs/leap.py[:variant]; override fields with "
+    "--config.FIELD=VALUE.")
+_WORKDIR = flags.DEFINE_string("workdir", None,
+                               "Run directory (default: config.workdir).")
+
+
+def main(argv):
+  if len(argv) > 1:
+    fail("train", f"unexpected arguments: {argv[1:]}")
+  quiet_logging()
+  from leap_jax import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+  from leap_jax.checkpoints import CheckpointError  # pylint: disable=g-import-not-at-top
+  from leap_jax.warmstart.store import WarmStartError  # pylint: disable=g-import-not-at-top
+  config = _CONFIG.value
+  absolute_paths(config)
+  workdir = _WORKDIR.value or config.workdir
+  try:
+    trainer = trainer_lib.Trainer(config, workdir)
+  except (ValueError, TypeError, FileNotFoundError, WarmStartError,
+          CheckpointError) as e:
+    fail("train", str(e))
+  try:
+    summary = trainer.run()
+  finally:
+    trainer.close()
+  if "acc@1_first_quarter" in summary:
+    print(f"Acc@1 on the training prompts: first quarter "
+          f"{summary['acc@1_first_quarter']:.3f}, last quarter "
+          f"{summary['acc@1_last_quarter']:.3f}")
+  print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,91 @@
+"""Multi-turn evaluation of a policy on a task split (no pruning).
+
+Every task gets `num_samples` trajectories of up to T turns (the
+multiturn_full schedule: each failure is retried until T), so Acc@t is the
+share solved by turn t without DCP's selection. fast_p needs timed verdicts
+(env.timing on); on a CPU host those time the Pallas interpreter.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from leap_jax.model import sampler as sampler_lib
+from leap_jax.rl import metrics as metrics_lib, rollout
+from leap_jax.rl.config import RLConfig
+from leap_jax.rl.prompts import PromptBuilder
+
+
+def level_of(task_id: str) -> str:
+  return task_id.split("/", 1)[0]
+
+
+def evaluate(policy: Any, params: Any, env: Any, task_ids: Sequence[str],
+             cfg: RLConfig, num_samples: int, seed: int = 0,
+             prompts_per_call: int = 8) -> dict[str, Any]:
+  """Acc@1..T, turns_per_pass, fast_p, overall and per level."""
+  # Success means correct here, whatever reward the run trained with.
+  cfg = cfg.replace(mode="multiturn_full", num_samples=num_samples,
+                    reward="rank")
+  sampler = sampler_lib.Sampler(policy.graphdef, params, policy.model_cfg,
+                                pad_id=policy.pad_id)
+  sampler_policy = rollout.SamplerPolicy(sampler, policy.tokenizer, cfg,
+                                         policy.stop_token_ids)
+  builder = PromptBuilder.from_config(policy.tokenizer, cfg,
+                                      backend=env.config.target_backend)
+  start = time.monotonic()
+  parts = []
+  for i in range(0, len(task_ids), prompts_per_call):
+    chunk = list(task_ids[i:i + prompts_per_call])
+    parts.append(rollout.rollout(chunk, sampler_policy, env, builder, cfg,
+                                 rng=seed + i))
+  ok = np.concatenate([r.ok_PGT for r in parts])
+  active = np.concatenate([r.active_PGT for r in parts])
+  budgets = np.concatenate([r.budgets_P for r in parts])
+  speed = np.concatenate([r.speedup_PGT for r in parts])
+
+  timed = bool(getattr(env.config, "timing", False))
+
+  def summary(rows):
+    return metrics_lib.rollout_metrics(
+        ok[rows], active[rows], budgets[rows],
+        speed[rows] if timed else None, cfg.fast_ps if timed else ())
+
+  levels = sorted({level_of(t) for t in task_ids})
+  result = {"tasks": len(task_ids), "samples_per_task": num_samples,
+            "turns": cfg.turns, **summary(slice(None)),
+            "levels": {lv: {"tasks": sum(level_of(t) == lv for t in task_ids),
+                            **summary(np.array([level_of(t) == lv
+                                                for t in task_ids]))}
+                       for lv in levels},
+            "seconds": time.monotonic() - start}
+  result.pop("activated_groups", None)  # every group gets T turns here
+  for lv in result["levels"].values():
+    lv.pop("activated_groups", None)
+  return result
+
+
+def format_table(results: dict[str, dict[str, Any]], turns: int,
+                 fast_ps: Sequence[float]) -> str:
+  """One row per (label, level): columns tasks, Acc@t, turns/pass, fast_p."""
+  cols = ([f"acc@{t}" for t in range(1, turns + 1)] + ["turns_per_pass"]
+          + [f"fast_{p:g}" for p in fast_ps])
+  head = f"{'checkpoint':<12} {'level':<8} {'tasks':>5} " + " ".join(
+      f"{c:>14}" for c in cols)
+  lines = [head, "-" * len(head)]
+  for label, res in results.items():
+    rows = [("all", res)] + sorted(res["levels"].items())
+    for level, row in rows:
+      vals = " ".join(f"{_fmt(row.get(c)):>14}" for c in cols)
+      lines.append(f"{label:<12} {level:<8} {row['tasks']:>5} {vals}")
+  return "\n".join(lines)
+
+
+def _fmt(v: Any) -> str:
+  if v is None or (isinstance(v, float) and not np.isfinite(v)):
+    return "-"
+  return f"{v:.3f}"

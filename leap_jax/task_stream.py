@@ -1,0 +1,57 @@
+"""Which tasks a training step prompts with: a deterministic, resumable order.
+
+The run's data position is the number of prompts consumed so far. Prompt i
+is task perm_e[i mod n] with e = i // n and perm_e a seeded permutation per
+epoch, so the tasks of any step follow from (task ids, seed, position)
+alone: a resumed run continues exactly where the checkpoint left off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+import kernels_pallas
+
+
+def training_tasks(spec: str) -> list[str]:
+  """Task ids a run trains on: "train" (the split), or comma-separated ids
+  and level prefixes ("level1", "level2/softmax_relu"), all from the
+  training split (the eval split is held out from training)."""
+  train = kernels_pallas.task_ids("train")
+  if spec.strip() == "train":
+    return train
+  held_out = set(kernels_pallas.task_ids("eval"))
+  out = []
+  for item in (s.strip() for s in spec.split(",")):
+    if not item:
+      continue
+    if item in held_out:
+      raise ValueError(f"train_tasks: {item} is in the eval split, which is "
+                       f"held out from training")
+    picked = [t for t in train if t == item or t.startswith(item.rstrip("/") + "/")]
+    if not picked:
+      raise ValueError(f"train_tasks: {item!r} names no training task "
+                       f"(python launch/check_kernel.py --list)")
+    out += [t for t in picked if t not in out]
+  if not out:
+    raise ValueError("train_tasks is empty")
+  return out
+
+
+def tasks_at(task_ids: Sequence[str], seed: int, position: int,
+             count: int) -> list[str]:
+  """The `count` task ids starting at data position `position`."""
+  if not task_ids:
+    raise ValueError("no tasks to train on")
+  if position < 0 or count < 0:
+    raise ValueError(f"bad position/count: {position}, {count}")
+  n = len(task_ids)
+  out, perms = [], {}
+  for i in range(position, position + count):
+    epoch = i // n
+    if epoch not in perms:
+      perms[epoch] = np.random.default_rng([seed, epoch]).permutation(n)
+    out.append(task_ids[perms[epoch][i % n]])
+  return out

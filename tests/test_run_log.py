@@ -1,0 +1,43 @@
+import json
+import os
+
+import pytest
+
+from leap_jax import run_log
+
+
+def test_write_read_and_truncate_after_resume(tmp_path):
+  log = run_log.RunLog(tmp_path)
+  for step in (1, 2, 3):
+    log.write(step, {"acc@1": step / 4, "turns_per_pass": float("nan"),
+                     "budgets": [1, 3]})
+  log.close()
+  rows = run_log.read_metrics(tmp_path)
+  assert [r["step"] for r in rows] == [1, 2, 3]
+  assert rows[0] == {"step": 1, "acc@1": 0.25, "turns_per_pass": None,
+                     "budgets": [1, 3]}
+  assert run_log.truncate_after(tmp_path, 2) == 1
+  assert [r["step"] for r in run_log.read_metrics(tmp_path)] == [1, 2]
+  assert os.listdir(tmp_path / "tensorboard")  # event file written
+
+
+def test_torn_last_line_is_ignored(tmp_path):
+  (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 1}) + "\n{\"st")
+  assert run_log.read_metrics(tmp_path) == [{"step": 1}]
+
+
+def test_non_writer_creates_nothing(tmp_path):
+  log = run_log.RunLog(tmp_path / "w", writer=False)
+  log.write(1, {"acc@1": 1.0})
+  assert not os.path.exists(tmp_path / "w")
+
+
+def test_progress_line_and_mean():
+  line = run_log.progress_line(
+      3, 24, {"acc@1": 0.25, "acc@2": 0.5, "activated_groups": 0.5,
+              "seconds_rollout": 1.25, "seconds_env": 2, "seconds_update": 3},
+      2, 125)
+  assert line == ("step 3/24 | acc@1 0.25 acc@2 0.50 | activated 0.50 | "
+                  "rollout 1.2s env 2.0s update 3.0s | ETA 2m05s")
+  assert run_log.mean_of([{"a": 1}, {"a": 3}, {"b": 2}], "a") == 2
+  assert run_log.mean_of([], "a") != run_log.mean_of([], "a")  # NaN

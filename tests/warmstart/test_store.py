@@ -1,0 +1,78 @@
+"""The warm start on disk: made, loaded, refused when stale or missing."""
+
+import json
+import os
+
+import jax
+import numpy as np
+import pytest
+
+from configs import leap
+from leap_jax.env.verdict import Status, Verdict
+from leap_jax.warmstart import store
+
+TASKS = ["level1/relu", "level1/abs"]
+
+
+class _WrongEnv:
+  calls = 0
+
+  def evaluate(self, requests):
+    _WrongEnv.calls += len(requests)
+    return [Verdict(t, Status.WRONG_OUTPUT, "max abs error 1.0") for t, _ in requests]
+
+
+def _config(directory):
+  config = leap.get_config("smoke")
+  config.sft.update(dir=str(directory), steps=6)
+  return config
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+  directory = str(tmp_path_factory.mktemp("ws") / "warmstart")
+  config = _config(directory)
+  info = store.make(directory, config, TASKS, _WrongEnv())
+  return directory, config, info
+
+
+def test_make_writes_info_last_and_loads_back(made):
+  directory, config, info = made
+  assert sorted(os.listdir(directory)) == ["params", "tokenizer",
+                                           store.INFO_FILE]
+  assert info["examples"]["solution"] == 2
+  assert sum(info["examples"].values()) == 2 + _WrongEnv.calls
+  assert _WrongEnv.calls <= 2 * config.sft.repairs_per_task
+  cfg, _, params, tok = store.load(directory, config, TASKS)
+  assert cfg.vocab_size == len(tok) == config.model.vocab_size
+  assert cfg.embed_dim == config.model.embed_dim and cfg.tie_embeddings
+  assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves(params))
+
+
+def test_other_settings_are_refused_by_name(made):
+  directory, config, _ = made
+  config = _config(directory)
+  config.sft.learning_rate = 0.5
+  with pytest.raises(store.WarmStartError, match="sft.learning_rate"):
+    store.load(directory, config, TASKS)
+  with pytest.raises(store.WarmStartError, match="task_ids"):
+    store.load(directory, _config(directory), TASKS[:1])
+
+
+def test_missing_or_incomplete_is_an_error(tmp_path):
+  with pytest.raises(store.WarmStartError, match="no finished warm start"):
+    store.load(str(tmp_path), _config(tmp_path), TASKS)
+
+
+def test_eval_tasks_are_refused(tmp_path):
+  import kernels_pallas
+  with pytest.raises(ValueError, match="eval"):
+    store.make(str(tmp_path / "w"), _config(tmp_path),
+               kernels_pallas.task_ids("eval")[:1], _WrongEnv())
+
+
+def test_info_is_json_with_losses(made):
+  directory, _, info = made
+  with open(os.path.join(directory, store.INFO_FILE)) as f:
+    assert json.load(f) == info
+  assert info["loss_last_quarter"] > 0
