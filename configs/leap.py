@@ -76,12 +76,13 @@ def rl_config(variant: str) -> ml_collections.ConfigDict:
   rl.max_history_turns = 2
   rl.max_prompt_tokens = 512 if embedded else 3072  # + max_new_tokens <= max_seq_len
   # GRPO update (design.md section 3).
-  rl.learning_rate = 5e-4 if embedded else 1e-6
+  rl.learning_rate = 1e-4 if embedded else 1e-6
   rl.eps_low = 0.2
   rl.eps_high = 0.28
   rl.aggregation = "token_mean"  # token_mean | seq_mean_token_mean | seq_mean_token_sum_norm
   rl.kl_beta = 0.0
   rl.weight_decay = 0.0
+  rl.adam_eps = 1e-8
   rl.max_grad_norm = 1.0
   rl.micro_batch_rows = 8
   rl.max_seq_len = 1024 if embedded else 4096
@@ -127,8 +128,10 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
   config.variant = variant
   config.seed = 0
-  config.num_steps = 24
-  config.train_tasks = "train"   # the split, or ids / level prefixes, comma-separated
+  config.num_steps = 16
+  # The split ("train"), or ids / level prefixes, comma-separated. The
+  # embedded CPU default trains on the 48 level-1 training tasks.
+  config.train_tasks = "level1" if variant == "" else "train"
   config.workdir = f"runs/leap{'_' + variant if variant else ''}"
   config.checkpoint_every = 4
   config.model = model_config(variant)
