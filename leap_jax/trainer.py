@@ -241,6 +241,7 @@ class Trainer:
                policy_calls=ro.policy_calls,
                trained_samples=sum(s.advantage != 0.0 for s in samples),
                budgets=[int(b) for b in ro.budgets_P], tasks=tasks,
+               turn1_ok=[int(n) for n in ro.ok_PGT[:, :, 0].sum(axis=1)],
                statuses=_status_counts(ro))
     if batches:
       params, opt_state, upd, logps = self.update(

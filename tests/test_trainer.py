@@ -11,7 +11,7 @@ from leap_jax.checkpoints import Checkpoints
 
 STEP_KEYS = {"step", "acc@1", "acc@2", "turns_per_pass", "activated_groups",
              "seconds_rollout", "seconds_env", "seconds_update", "budgets",
-             "env_calls", "tasks", "statuses"}
+             "env_calls", "tasks", "statuses", "turn1_ok"}
 
 
 def smoke(tmp, workdir, **overrides):
