@@ -42,7 +42,7 @@ def main(argv):
   quiet_logging()
   import kernels_pallas  # pylint: disable=g-import-not-at-top
   import ml_collections  # pylint: disable=g-import-not-at-top
-  from leap_jax import evaluation, policy as policy_lib, task_stream, trainer  # pylint: disable=g-import-not-at-top
+  from leap_jax import evaluation, policy as policy_lib, run_log, task_stream, trainer  # pylint: disable=g-import-not-at-top
   from leap_jax.checkpoints import Checkpoints, CheckpointError  # pylint: disable=g-import-not-at-top
   from leap_jax.rl import train_step  # pylint: disable=g-import-not-at-top
   from leap_jax.warmstart.store import WarmStartError  # pylint: disable=g-import-not-at-top
@@ -81,7 +81,8 @@ def main(argv):
   print(f"({result['tasks']} {_SPLIT.value} tasks x {_SAMPLES.value} samples "
         f"x up to {cfg.turns} turns, {result['seconds']:.0f} s{note})")
   if _JSON.value:
-    print(json.dumps({"step": step, "split": _SPLIT.value, **result}))
+    print(json.dumps(run_log.json_safe(
+        {"step": step, "split": _SPLIT.value, **result})))
 
 
 if __name__ == "__main__":

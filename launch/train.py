@@ -33,7 +33,7 @@ def main(argv):
   if len(argv) > 1:
     fail("train", f"unexpected arguments: {argv[1:]}")
   quiet_logging()
-  from leap_jax import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+  from leap_jax import run_log, trainer as trainer_lib  # pylint: disable=g-import-not-at-top
   from leap_jax.checkpoints import CheckpointError  # pylint: disable=g-import-not-at-top
   from leap_jax.warmstart.store import WarmStartError  # pylint: disable=g-import-not-at-top
   config = _CONFIG.value
@@ -52,7 +52,7 @@ def main(argv):
     print(f"Acc@1 on the training prompts: first quarter "
           f"{summary['acc@1_first_quarter']:.3f}, last quarter "
           f"{summary['acc@1_last_quarter']:.3f}")
-  print(json.dumps(summary))
+  print(json.dumps(run_log.json_safe(summary)))
 
 
 if __name__ == "__main__":

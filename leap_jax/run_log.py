@@ -50,6 +50,17 @@ def _json_value(v: Any) -> Any:
   return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
+def json_safe(obj: Any) -> Any:
+  """NaN and inf become null at any depth (strict JSON has neither)."""
+  if isinstance(obj, dict):
+    return {k: json_safe(v) for k, v in obj.items()}
+  if isinstance(obj, (list, tuple)):
+    return [json_safe(v) for v in obj]
+  if isinstance(obj, float) and not math.isfinite(obj):
+    return None
+  return obj
+
+
 class RunLog:
   """Appends step metrics to metrics.jsonl and TensorBoard (when writing)."""
 

@@ -41,3 +41,10 @@ def test_progress_line_and_mean():
                   "rollout 1.2s env 2.0s update 3.0s | ETA 2m05s")
   assert run_log.mean_of([{"a": 1}, {"a": 3}, {"b": 2}], "a") == 2
   assert run_log.mean_of([], "a") != run_log.mean_of([], "a")  # NaN
+
+
+def test_json_safe_nulls_nan_at_any_depth():
+  out = run_log.json_safe({"a": float("nan"), "b": [1.0, float("inf")],
+                           "c": {"d": 2}})
+  assert json.dumps(out, allow_nan=False) == (
+      '{"a": null, "b": [1.0, null], "c": {"d": 2}}')
