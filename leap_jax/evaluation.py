@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from leap_jax.model import sampler as sampler_lib
 from leap_jax.rl import metrics as metrics_lib, rollout
 from leap_jax.rl.config import RLConfig
 from leap_jax.rl.prompts import PromptBuilder
@@ -31,10 +30,7 @@ def evaluate(policy: Any, params: Any, env: Any, task_ids: Sequence[str],
   # Success means correct here, whatever reward the run trained with.
   cfg = cfg.replace(mode="multiturn_full", num_samples=num_samples,
                     reward="rank")
-  sampler = sampler_lib.Sampler(policy.graphdef, params, policy.model_cfg,
-                                pad_id=policy.pad_id)
-  sampler_policy = rollout.SamplerPolicy(sampler, policy.tokenizer, cfg,
-                                         policy.stop_token_ids)
+  sampler_policy = policy.sampler_policy(params, cfg)
   builder = PromptBuilder.from_config(policy.tokenizer, cfg,
                                       backend=env.config.target_backend)
   start = time.monotonic()

@@ -18,8 +18,11 @@ import ml_collections
 from flax import nnx
 
 from leap_jax.model import paths, smollm2, weights
+from leap_jax.model import sampler as sampler_lib
 from leap_jax.model import tokenizer as tokenizer_lib
 from leap_jax.model.config import ModelConfig
+from leap_jax.rl import rollout
+from leap_jax.rl.config import RLConfig
 from leap_jax.warmstart import store
 from leap_jax.warmstart import tokenizer as embedded_tokenizer
 
@@ -33,6 +36,13 @@ class LoadedPolicy:
   stop_token_ids: list[int]
   pad_id: int
   description: str
+
+  def sampler_policy(self, params: Any, cfg: RLConfig) -> rollout.SamplerPolicy:
+    """A rollout Policy sampling from `params` under cfg's sampling knobs."""
+    sampler = sampler_lib.Sampler(self.graphdef, params, self.model_cfg,
+                                  pad_id=self.pad_id)
+    return rollout.SamplerPolicy(sampler, self.tokenizer, cfg,
+                                 self.stop_token_ids)
 
 
 def model_path(model: ml_collections.ConfigDict) -> str:

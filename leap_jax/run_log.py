@@ -46,8 +46,7 @@ def truncate_after(workdir: str | os.PathLike, step: int) -> int:
 
 
 def _json_value(v: Any) -> Any:
-  v = float(v) if not isinstance(v, (str, list, dict)) else v
-  return None if isinstance(v, float) and not math.isfinite(v) else v
+  return json_safe(float(v) if not isinstance(v, (str, list, dict)) else v)
 
 
 def json_safe(obj: Any) -> Any:
@@ -71,9 +70,12 @@ class RunLog:
     if writer:
       os.makedirs(self.workdir, exist_ok=True)
       if tensorboard:
-        from tensorboardX import SummaryWriter  # only the writer needs it
-        self._tb = SummaryWriter(os.path.join(self.workdir, "tensorboard"),
-                                 flush_secs=10)
+        self._open_tensorboard()
+
+  def _open_tensorboard(self, purge_step: int | None = None) -> None:
+    from tensorboardX import SummaryWriter  # only the writer needs it
+    self._tb = SummaryWriter(os.path.join(self.workdir, "tensorboard"),
+                             flush_secs=10, purge_step=purge_step)
 
   def write(self, step: int, metrics: Mapping[str, Any]) -> None:
     if not self.writer:
@@ -92,9 +94,7 @@ class RunLog:
     """TensorBoard: hide events past `step` (the resumed run redoes them)."""
     if self._tb is not None:
       self._tb.close()
-      from tensorboardX import SummaryWriter
-      self._tb = SummaryWriter(os.path.join(self.workdir, "tensorboard"),
-                               flush_secs=10, purge_step=step + 1)
+      self._open_tensorboard(purge_step=step + 1)
 
   def close(self) -> None:
     if self._tb is not None:

@@ -28,7 +28,6 @@ import numpy as np
 from leap_jax import plots, policy as policy_lib, run_log, task_stream
 from leap_jax.checkpoints import Checkpoints
 from leap_jax.env import environment, settings
-from leap_jax.model import sampler as sampler_lib
 from leap_jax.rl import batching, metrics as metrics_lib, rollout, train_step
 from leap_jax.rl.config import RLConfig
 from leap_jax.rl.prompts import PromptBuilder
@@ -162,13 +161,8 @@ class Trainer:
     self.update = train_step.Update(
         train_step.train_graphdef(self.policy.model_cfg, self.cfg.remat),
         self.optimizer, self.cfg)
-    self.sampler = sampler_lib.Sampler(self.policy.graphdef,
-                                       self.policy.params,
-                                       self.policy.model_cfg,
-                                       pad_id=self.policy.pad_id)
-    self.sampler_policy = rollout.SamplerPolicy(
-        self.sampler, self.policy.tokenizer, self.cfg,
-        self.policy.stop_token_ids)
+    self.sampler_policy = self.policy.sampler_policy(self.policy.params,
+                                                     self.cfg)
     self.builder = PromptBuilder.from_config(self.policy.tokenizer, self.cfg,
                                              backend=self.env.config.target_backend)
     self.ckpt = Checkpoints(os.path.join(self.workdir, "checkpoints"),
