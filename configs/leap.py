@@ -90,6 +90,30 @@ def rl_config(variant: str) -> ml_collections.ConfigDict:
   return rl
 
 
+def mesh_config() -> ml_collections.ConfigDict:
+  """The device mesh (every process's devices); -1 takes the rest."""
+  mesh = ml_collections.ConfigDict()
+  mesh.data = 1
+  mesh.fsdp = -1
+  mesh.tensor = 1
+  # GPU hosts: local device ids that train and sample ("" = all but
+  # env.verify_devices, which the environment's workers get).
+  mesh.devices = ""
+  return mesh
+
+
+# Logical axis -> mesh axes for parameters, optimizer state and batch rows
+# (leap_jax/model/sharding.py); axes without a rule stay replicated.
+SHARDING_RULES = (
+    ("batch", ("data", "fsdp")),
+    ("embed", "fsdp"),
+    ("mlp", "tensor"),
+    ("heads", "tensor"),
+    ("kv_heads", "tensor"),
+    ("vocab", "tensor"),
+)
+
+
 def sft_config() -> ml_collections.ConfigDict:
   """The embedded default's warm start (launch/sft.py)."""
   sft = ml_collections.ConfigDict()
@@ -134,10 +158,14 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   config.train_tasks = "level1" if variant == "" else "train"
   config.workdir = f"runs/leap{'_' + variant if variant else ''}"
   config.checkpoint_every = 4
+  # Every process prints a digest of its sampler's parameters per step.
+  config.debug_param_digest = False
   config.model = model_config(variant)
   config.rl = rl_config(variant)
   config.sft = sft_config()
   config.env = env_config()
+  config.mesh = mesh_config()
+  config.sharding_rules = SHARDING_RULES
   if variant == "smoke":
     smoke(config)
   config.lock()

@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
 from orbax.checkpoint.checkpoint_managers import preservation_policy as preservation
 
@@ -23,18 +24,31 @@ class Checkpoints:
   """Step-indexed checkpoints under `directory`."""
 
   def __init__(self, directory: str | os.PathLike, max_to_keep: int | None = 3,
-               keep_steps: tuple[int, ...] = ()):
-    """Keeps the latest `max_to_keep` steps plus every step in keep_steps."""
+               keep_steps: tuple[int, ...] = (), this_process_only: bool = False):
+    """Keeps the latest `max_to_keep` steps plus every step in keep_steps.
+
+    this_process_only: this process saves/restores alone, with host-local
+    arrays (the warm start, made by process 0 and read by each process);
+    otherwise every process takes part, as orbax needs for sharded state.
+    """
     self.directory = os.path.abspath(os.fspath(directory))
     policy = None
     if max_to_keep is not None:
       policy = preservation.AnyPreservationPolicy([
           preservation.LatestN(max_to_keep),
           preservation.CustomSteps(list(keep_steps))])
+    self.this_process_only = this_process_only
+    if this_process_only:
+      os.makedirs(self.directory, exist_ok=True)  # orbax won't, in this mode
     self._manager = ocp.CheckpointManager(
         self.directory,
-        options=ocp.CheckpointManagerOptions(preservation_policy=policy,
-                                             create=True))
+        options=ocp.CheckpointManagerOptions(
+            preservation_policy=policy, create=not this_process_only,
+            multiprocessing_options=ocp.options.MultiprocessingOptions(
+                primary_host=jax.process_index(),
+                active_processes={jax.process_index()},
+                barrier_sync_key_prefix=f"process{jax.process_index()}")
+            if this_process_only else ocp.options.MultiprocessingOptions()))
 
   def latest_step(self) -> int | None:
     return self._manager.latest_step()
@@ -43,6 +57,10 @@ class Checkpoints:
     return sorted(self._manager.all_steps())
 
   def save(self, step: int, state: Any, meta: dict[str, Any]) -> None:
+    if self.this_process_only:
+      # orbax only writes host-local jax arrays when all processes take
+      # part; numpy it writes from the primary host (this one).
+      state = jax.tree.map(np.asarray, state)
     self._manager.save(step, args=ocp.args.Composite(
         state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)))
     self._manager.wait_until_finished()
@@ -51,7 +69,11 @@ class Checkpoints:
               ) -> tuple[Any, dict[str, Any], int]:
     """(state, meta, step); the latest step unless one is given."""
     step = self._existing(step)
-    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, abstract_state)
+    if self.this_process_only:
+      abstract = jax.tree.map(lambda x: np.empty(x.shape, x.dtype),
+                              abstract_state)
+    else:
+      abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, abstract_state)
     restored = self._manager.restore(step, args=ocp.args.Composite(
         state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()))
     return restored.state, dict(restored.meta), step

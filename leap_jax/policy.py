@@ -17,6 +17,7 @@ import jax
 import ml_collections
 from flax import nnx
 
+from leap_jax import distributed
 from leap_jax.model import paths, smollm2, weights
 from leap_jax.model import sampler as sampler_lib
 from leap_jax.model import tokenizer as tokenizer_lib
@@ -60,8 +61,14 @@ def load(config: ml_collections.ConfigDict, task_ids: Sequence[str],
   """The policy at the start of training (before any RL checkpoint)."""
   source = config.model.source
   if source == "embedded":
-    cfg, graphdef, params, tok = store.ensure(config.sft.dir, config,
-                                              task_ids, make_env)
+    # Process 0 makes a missing warm start; the others wait, then read it
+    # (sft.dir must be on a filesystem every host sees).
+    if jax.process_index() == 0:
+      loaded = store.ensure(config.sft.dir, config, task_ids, make_env)
+    distributed.barrier("leap_jax_warm_start")
+    if jax.process_index() != 0:
+      loaded = store.load(config.sft.dir, config, task_ids)
+    cfg, graphdef, params, tok = loaded
     stops = embedded_tokenizer.stop_token_ids(tok)
     desc = (f"embedded Llama ({_count(params) / 1e6:.1f}M params), warm start "
             f"{config.sft.dir}")

@@ -7,6 +7,14 @@ jitted update. Checkpoints hold params, optimizer state, RNG, the data
 position and the config; step 0 is the starting policy (the warm start), so
 evaluate.py can compare against it. SIGTERM (preemption) finishes the step,
 saves and exits.
+
+Across processes (jax.distributed, one per host) every process rolls out
+its share of the P prompts with its own sampler copy and environment pool;
+the rollouts are gathered and merged, so every process computes the same
+rewards and global batch; the update runs sharded over the mesh of all
+processes' devices. Only process 0 writes metrics, events and plots; all
+processes write the checkpoint (orbax), which restores onto any process
+count.
 """
 
 from __future__ import annotations
@@ -21,20 +29,22 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from leap_jax import plots, policy as policy_lib, run_log, task_stream
+from leap_jax import distributed, layout, plots, policy as policy_lib
+from leap_jax import run_log, task_stream
 from leap_jax.checkpoints import Checkpoints
 from leap_jax.env import environment, settings
-from leap_jax.rl import batching, metrics as metrics_lib, rollout, train_step
+from leap_jax.rl import batching, metrics as metrics_lib, rollout
+from leap_jax.rl import rollout_merge, train_step
 from leap_jax.rl.config import RLConfig
 from leap_jax.rl.prompts import PromptBuilder
 
 _LOG = logging.getLogger(__name__)
 # Changing these between a run and its resumption is expected.
-RESUMABLE_CHANGES = ("num_steps", "checkpoint_every", "workdir")
+RESUMABLE_CHANGES = ("num_steps", "checkpoint_every", "workdir",
+                     "debug_param_digest")
 # Changing these would resume a different run: an error.
 FIXED_ON_RESUME = ("seed", "train_tasks", "model.", "sft.", "variant")
 
@@ -51,6 +61,10 @@ def check_config(config: ml_collections.ConfigDict) -> None:
   rl = config.rl
   if rl.num_prompts < 1:
     raise ValueError(f"config.rl.num_prompts must be >= 1, got {rl.num_prompts}")
+  if rl.num_prompts % jax.process_count():
+    raise ValueError(f"config.rl.num_prompts ({rl.num_prompts}) must be a "
+                     f"multiple of the process count ({jax.process_count()}): "
+                     "each process rolls out an equal share")
   if rl.max_prompt_tokens + rl.max_new_tokens > rl.max_seq_len:
     raise ValueError(
         f"config.rl.max_prompt_tokens + max_new_tokens ({rl.max_prompt_tokens} "
@@ -68,13 +82,18 @@ def make_env(config: ml_collections.ConfigDict, trusted: bool = False):
       config.env, jobs_per_worker=64 if trusted else 1))
 
 
-def abstract_state(params: Any, optimizer: Any) -> dict[str, Any]:
-  """Shapes (and shardings) of a checkpoint's state: params, optimizer state,
-  RNG key data."""
+def abstract_state(params: Any, optimizer: Any,
+                   mesh: jax.sharding.Mesh | None = None) -> dict[str, Any]:
+  """Shapes and shardings of a checkpoint's state: params, optimizer state
+  (laid out as the trainer lays out optimizer.init(params)), RNG key data
+  (host)."""
   params = jax.tree.map(lambda x: jax.ShapeDtypeStruct(
       x.shape, x.dtype, sharding=getattr(x, "sharding", None)), params)
-  return {"params": params, "opt_state": jax.eval_shape(optimizer.init, params),
-          "rng": jax.ShapeDtypeStruct((2,), jnp.uint32)}
+  opt_state = jax.jit(optimizer.init).eval_shape(params)
+  if mesh is not None:
+    opt_state = layout.on_mesh(opt_state, mesh)
+  return {"params": params, "opt_state": opt_state,
+          "rng": np.zeros((2,), np.uint32)}
 
 
 class _Stopwatch:
@@ -137,9 +156,6 @@ class Trainer:
   def __init__(self, config: ml_collections.ConfigDict, workdir: str,
                print_fn: Callable[[str], None] = functools.partial(print, flush=True)):
     check_config(config)
-    if jax.process_count() > 1:
-      raise ValueError("multi-process training is not wired yet: run one "
-                       "process per run for now")
     self.config, self.workdir = config, os.path.abspath(workdir)
     self.cfg = rl_config(config)
     self.writer = jax.process_index() == 0
@@ -157,14 +173,23 @@ class Trainer:
     self.policy = policy_lib.load(config, self.task_ids,
                                   lambda: make_env(config, trusted=True))
     self.print(f"policy: {self.policy.description}")
+    self.mesh = layout.training_mesh(config)
+    self.param_shardings = layout.param_shardings(self.policy.model_cfg,
+                                                  self.mesh, config)
+    self.sampler_shardings = layout.param_shardings(
+        self.policy.model_cfg, layout.sampling_mesh(config), config)
+    self.print(f"mesh: {dict(self.mesh.shape)} over {jax.process_count()} "
+               f"process(es), {jax.device_count()} device(s)")
     self.optimizer = train_step.make_optimizer(self.cfg)
     self.update = train_step.Update(
         train_step.train_graphdef(self.policy.model_cfg, self.cfg.remat),
-        self.optimizer, self.cfg)
+        self.optimizer, self.cfg, mesh=self.mesh, rules=layout.rules(config))
     self.sampler_policy = self.policy.sampler_policy(self.policy.params,
                                                      self.cfg)
     self.builder = PromptBuilder.from_config(self.policy.tokenizer, self.cfg,
                                              backend=self.env.config.target_backend)
+    for task_id in self.task_ids:  # a first prompt over max_prompt_tokens
+      self.builder.encode(task_id)  # is a config error: say so now
     self.ckpt = Checkpoints(os.path.join(self.workdir, "checkpoints"),
                             keep_steps=(0,))
     self.log = run_log.RunLog(self.workdir, writer=self.writer)
@@ -180,9 +205,13 @@ class Trainer:
     """(state, step, data position): the latest checkpoint, or step 0."""
     latest = self.ckpt.latest_step()
     if latest is None:
-      params = jax.tree.map(jnp.asarray, self.policy.params)
-      state = {"params": params, "opt_state": self.optimizer.init(params),
-               "rng": jax.random.key_data(jax.random.key(self.config.seed))}
+      params = distributed.place_tree(
+          jax.tree.map(np.asarray, self.policy.params), self.param_shardings)
+      state = {"params": params,
+               "opt_state": layout.on_mesh(
+                   jax.jit(self.optimizer.init)(params), self.mesh),
+               "rng": np.asarray(jax.random.key_data(
+                   jax.random.key(self.config.seed)))}
       self._save(0, state, 0)
       return state, 0, 0
     meta, _ = self.ckpt.read_meta(latest)
@@ -193,8 +222,11 @@ class Trainer:
                        f"({fixed[0]}); use another --workdir")
     for change in changes:
       _LOG.warning("resuming with a changed config: %s", change)
+    params = distributed.map_with_shardings(
+        lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+        self.policy.params, self.param_shardings)
     state, meta, step = self.ckpt.restore(
-        abstract_state(self.policy.params, self.optimizer), latest)
+        abstract_state(params, self.optimizer, self.mesh), latest)
     if self.writer:
       dropped = run_log.truncate_after(self.workdir, step)
       self.log.purge_after(step)
@@ -205,6 +237,15 @@ class Trainer:
                f"(data position {meta['data_position']})")
     return state, step, int(meta["data_position"])
 
+  def _refresh_sampler(self, state: dict[str, Any], step: int) -> None:
+    """This host's sampler copy of the parameters after `step`."""
+    params = distributed.local_copy(state["params"], self.sampler_shardings)
+    self.sampler_policy.set_params(params)
+    if self.config.debug_param_digest:
+      # Every process prints: equal digests mean equal sampler copies.
+      print(f"param digest: process {jax.process_index()} step {step} "
+            f"{distributed.digest(params)}", flush=True)
+
   # -- one step ------------------------------------------------------------
 
   def step(self, state: dict[str, Any], step: int, position: int
@@ -212,12 +253,22 @@ class Trainer:
     cfg = self.cfg
     tasks = task_stream.tasks_at(self.task_ids, self.config.seed, position,
                                  cfg.num_prompts)
+    # This process's share of the prompts, and its own sampler copy.
+    share = len(tasks) // jax.process_count()
+    mine = tasks[jax.process_index() * share:(jax.process_index() + 1) * share]
     watch = _Stopwatch()
-    self.sampler_policy.set_params(state["params"])
     policy = _Proxy(sample=watch.wrap("rollout", self.sampler_policy.sample))
     judge = _Proxy(evaluate=watch.wrap("env", self.env.evaluate))
-    rng = jax.random.fold_in(jax.random.wrap_key_data(state["rng"]), step)
-    ro = rollout.rollout(tasks, policy, judge, self.builder, cfg, rng)
+    rng = jax.random.fold_in(jax.random.wrap_key_data(np.asarray(state["rng"])),
+                             step)
+    if jax.process_count() > 1:
+      rng = jax.random.fold_in(rng, jax.process_index())
+    ro = rollout.rollout(mine, policy, judge, self.builder, cfg, rng)
+    parts = [rollout_merge.decode(b) for b in distributed.allgather_bytes(
+        rollout_merge.encode(ro, watch.seconds))]
+    ro = rollout_merge.merge([part for part, _ in parts])
+    seconds = {k: max(extra.get(k, 0.0) for _, extra in parts)
+               for k in ("rollout", "env")}
     adv_PGT = rollout.advantages(ro, cfg)
     start = time.monotonic()
     samples = rollout.training_samples(ro, adv_PGT)
@@ -228,9 +279,8 @@ class Trainer:
         ro.tokens_generated)
     # Rows with A = 0 have no gradient (kl_beta is 0): they count in the
     # token_mean weights but are not computed.
-    batches = [{k: jnp.asarray(v) for k, v in b.items()}
-               for b in batching.pack_buckets(samples, cfg, self.policy.pad_id,
-                                              skip_zero_advantage=True)]
+    batches = batching.pack_buckets(samples, cfg, self.policy.pad_id,
+                                    skip_zero_advantage=True)
     out.update(turns_sampled=len(ro.records), env_calls=len(ro.records),
                policy_calls=ro.policy_calls,
                trained_samples=sum(s.advantage != 0.0 for s in samples),
@@ -241,10 +291,12 @@ class Trainer:
       params, opt_state, upd, logps = self.update(
           state["params"], state["opt_state"], batches)
       state = dict(state, params=params, opt_state=opt_state)
-      out.update({k: float(v) for k, v in upd.items()})
+      self._refresh_sampler(state, step)
+      out.update({k: float(distributed.to_host(v)) for k, v in upd.items()})
       out.update(_mismatch(logps, batches))
-    out["seconds_rollout"] = watch.seconds.get("rollout", 0.0)
-    out["seconds_env"] = watch.seconds.get("env", 0.0)
+    # The slowest process sets the pace.
+    out["seconds_rollout"] = seconds["rollout"]
+    out["seconds_env"] = seconds["env"]
     out["seconds_update"] = time.monotonic() - start
     return state, out
 
@@ -256,6 +308,7 @@ class Trainer:
   def run(self) -> dict[str, Any]:
     cfg, num_steps = self.cfg, self.config.num_steps
     state, step, position = self.initial_state()
+    self._refresh_sampler(state, step)
     previous = signal.signal(signal.SIGTERM, self._on_sigterm)
     times = []
     try:

@@ -86,7 +86,8 @@ def warm_up(setup: WorkerSetup) -> None:
   if setup.check_lowering and setup.backend == "interpret":
     _lower_for_gpu(closed, [shape])
   # Calling an exported program initialises LAPACK (and imports scipy) once.
-  exported = jax.export.export(jax.jit(jnp.sin), platforms=["cpu"])(shape)
+  # (For this worker's own platform: a GPU worker's arrays live on CUDA.)
+  exported = jax.export.export(jax.jit(jnp.sin))(shape)
   jax.jit(jax.export.deserialize(exported.serialize()).call)(
       jnp.ones((16, 16), jnp.float32)).block_until_ready()
   traceback.format_exception(ValueError("warm"))

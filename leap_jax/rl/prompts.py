@@ -8,8 +8,11 @@ History truncation rule (documented, deterministic):
   3. Each feedback is capped at `max_feedback_chars` (tail kept: errors end
      there).
   4. If the rendered prompt is still over `max_prompt_tokens`, the oldest
-     shown attempts are dropped one at a time; the latest attempt always
-     stays (batching.fit cuts from the left if even that is too long).
+     shown attempts are dropped one at a time. If the latest alone is too
+     long, its answer and feedback caps are halved (down to MIN_CAP_CHARS),
+     and as a last resort it is omitted too. So a prompt never exceeds
+     max_prompt_tokens unless the task text alone does (an error): the
+     trainer must see the very context the sampler saw.
 The chat template is the tokenizer's own when it has one; otherwise a plain
 deterministic template (PLAIN_*).
 """
@@ -50,6 +53,7 @@ PLAIN_END = '\n<|end|>\n'
 PLAIN_GENERATION = '<|assistant|>\n'
 
 TRUNCATED = '\n# ... [truncated]\n'
+MIN_CAP_CHARS = 64  # answer/feedback caps are never halved below this
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,18 +146,34 @@ class PromptBuilder:
                cfg.max_feedback_chars, cfg.max_prompt_tokens, backend, **kw)
 
   def messages(self, task_id: str, history: Sequence[Attempt],
-               max_history_turns: int | None = None) -> list[dict[str, str]]:
+               max_history_turns: int | None = None, shrink: int = 0
+               ) -> list[dict[str, str]]:
+    """shrink: how many times the answer/feedback caps are halved."""
     keep = self.max_history_turns if max_history_turns is None else (
         max_history_turns)
+    cap = lambda chars: max(chars >> shrink, MIN_CAP_CHARS)
     return messages(task_id, history, max_history_turns=keep,
-                    max_answer_chars=self.max_answer_chars,
-                    max_feedback_chars=self.max_feedback_chars,
+                    max_answer_chars=cap(self.max_answer_chars),
+                    max_feedback_chars=cap(self.max_feedback_chars),
                     backend=self.backend, task_text_fn=self.task_text_fn)
 
   def encode(self, task_id: str, history: Sequence[Attempt] = ()) -> list[int]:
-    keep = min(self.max_history_turns, len(history))
+    """At most max_prompt_tokens ids (rule 4); ValueError if the task text
+    alone is longer."""
+    keep, shrink = min(self.max_history_turns, len(history)), 0
     while True:
-      ids = render(self.messages(task_id, history, keep), self.tokenizer)
-      if len(ids) <= self.max_prompt_tokens or keep <= 1:
+      ids = render(self.messages(task_id, history, keep, shrink),
+                   self.tokenizer)
+      if len(ids) <= self.max_prompt_tokens:
         return ids
-      keep -= 1
+      if keep > 1:
+        keep -= 1
+      elif keep == 1 and (self.max_answer_chars >> shrink > MIN_CAP_CHARS or
+                          self.max_feedback_chars >> shrink > MIN_CAP_CHARS):
+        shrink += 1
+      elif keep == 1:
+        keep = 0
+      else:
+        raise ValueError(
+            f'the prompt of {task_id} alone is {len(ids)} tokens, over '
+            f'max_prompt_tokens={self.max_prompt_tokens}: raise it')

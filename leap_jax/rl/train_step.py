@@ -19,8 +19,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
+from jax.sharding import NamedSharding
 
-from leap_jax.model import transformer
+from leap_jax import distributed
+from leap_jax.model import sharding, transformer
 from leap_jax.model.config import ModelConfig
 from leap_jax.rl import grpo
 from leap_jax.rl.config import RLConfig
@@ -146,25 +148,42 @@ class Update:
   """
 
   def __init__(self, graphdef: nnx.GraphDef,
-               optimizer: optax.GradientTransformation, cfg: RLConfig):
+               optimizer: optax.GradientTransformation, cfg: RLConfig,
+               mesh: jax.sharding.Mesh | None = None,
+               rules: sharding.Rules = sharding.DEFAULT_RULES):
     self.grads = jax.jit(functools.partial(loss_and_grads, graphdef, cfg=cfg))
     self.apply = jax.jit(functools.partial(_apply, optimizer),
                          donate_argnums=(0, 1))
+    self.mesh, self.rules = mesh, rules
+
+  def _place(self, micro_batch: Batch) -> Batch:
+    """A host micro-batch [1, R, L] as arrays with rows over (data, fsdp)."""
+    if self.mesh is None:
+      return {k: jnp.asarray(v) for k, v in micro_batch.items()}
+    out = {}
+    for k, v in micro_batch.items():
+      spec = sharding.logical_to_spec(('micro', 'batch', 'seq')[:v.ndim],
+                                      v.shape, self.mesh, self.rules)
+      out[k] = distributed.place(v, NamedSharding(self.mesh, spec))
+    return out
 
   def __call__(self, params, opt_state, batches: list[Batch]):
+    """batches: host (numpy) or device arrays. logps come back as numpy."""
     if not batches:
       raise ValueError('no batches to train on')
     total, logps = None, []
     for batch in batches:
       # One micro-batch per call: the compiled shape is [1, R, L] whatever
       # the micro-batch count, so a new count never recompiles.
+      batch = jax.tree.map(np.asarray, batch)
       parts = []
       for m in range(batch['inputs'].shape[0]):
-        out = self.grads(params, jax.tree.map(lambda x: x[m:m + 1], batch))
+        out = self.grads(params, self._place(
+            jax.tree.map(lambda x: x[m:m + 1], batch)))
         total = out[:2] if total is None else jax.tree.map(jnp.add, total,
                                                             out[:2])
-        parts.append(out[2])
-      logps.append(jnp.concatenate(parts))
+        parts.append(distributed.to_host(out[2]))
+      logps.append(np.concatenate(parts))
     params, opt_state, metrics = self.apply(params, opt_state, *total)
     return params, opt_state, metrics, logps
 

@@ -94,7 +94,8 @@ def load(directory: str, config: ml_collections.ConfigDict,
   tokenizer = tokenizer_lib.load(os.path.join(directory, "tokenizer"))
   cfg = embedded_model_config(config.model).replace(vocab_size=len(tokenizer))
   graphdef, abstract = transformer.abstract_model(cfg)
-  ckpt = Checkpoints(os.path.join(directory, "params"))
+  ckpt = Checkpoints(os.path.join(directory, "params"),
+                     this_process_only=True)
   try:
     params, _, _ = ckpt.restore(abstract)
   finally:
@@ -138,7 +139,8 @@ def make(directory: str, config: ml_collections.ConfigDict,
   params, losses = sft.train(graphdef, params, examples, sft_cfg,
                              pad_id=tokenizer.pad_token_id)
   seconds_sft = time.monotonic() - t
-  ckpt = Checkpoints(os.path.join(directory, "params"))
+  ckpt = Checkpoints(os.path.join(directory, "params"),
+                     this_process_only=True)
   ckpt.save(sft_cfg.steps, params, {"losses": losses})
   ckpt.close()
   quarter = max(1, len(losses) // 4)

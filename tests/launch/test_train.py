@@ -1,9 +1,12 @@
 """train.py / sft.py / evaluate.py end to end in subprocesses (smoke config):
-kill -9 after the first checkpoint and resume, one-line errors, evaluation."""
+kill -9 after the first checkpoint and resume, two processes through
+jax.distributed, one-line errors, evaluation."""
 
 import json
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -97,3 +100,83 @@ def test_unknown_config_field_is_named(tmp_path):
              f"--workdir={tmp_path}/w")
   assert out.returncode != 0
   assert "num_sampels" in out.stderr
+
+
+def _free_port() -> int:
+  with socket.socket() as s:
+    s.bind(("localhost", 0))
+    return s.getsockname()[1]
+
+
+def _digests(stdout: str) -> dict[int, str]:
+  out = {}
+  for line in stdout.splitlines():
+    m = re.match(r"param digest: process \d+ step (\d+) (\w+)", line)
+    if m:
+      out[int(m.group(1))] = m.group(2)
+  return out
+
+
+def test_two_processes_through_jax_distributed_then_one_restores(
+    warmstart, tmp_path):
+  workdir = str(tmp_path / "run")
+  args = (CONFIG, f"--config.sft.dir={warmstart}", f"--workdir={workdir}",
+          "--config.num_steps=2", "--config.debug_param_digest=True")
+  env = dict(os.environ, JAX_PLATFORMS="cpu",
+             XLA_FLAGS="--xla_force_host_platform_device_count=4")
+  port = _free_port()
+  procs = [subprocess.Popen(
+      _cmd("train", *args, f"--coordinator_address=localhost:{port}",
+           "--num_processes=2", f"--process_id={i}"),
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+      start_new_session=True) for i in range(2)]
+  try:
+    outs = [p.communicate(timeout=600) for p in procs]
+  finally:
+    for p in procs:
+      if p.poll() is None:
+        os.killpg(p.pid, signal.SIGKILL)
+  for p, (_, err) in zip(procs, outs):
+    assert p.returncode == 0, err[-3000:]
+  stdout0, stdout1 = outs[0][0], outs[1][0]
+  assert "over 2 process(es), 8 device(s)" in stdout0
+  # Identical sampler parameters on both processes after every step, and
+  # training moved them.
+  d0, d1 = _digests(stdout0), _digests(stdout1)
+  assert sorted(d0) == [0, 1, 2] and d0 == d1
+  assert len(set(d0.values())) == 3
+  # One metrics writer: process 0 logs and prints, process 1 stays quiet.
+  with open(os.path.join(workdir, "metrics.jsonl")) as f:
+    assert [json.loads(line)["step"] for line in f] == [1, 2]
+  assert "step 2/2" in stdout0 and "step 2/2" not in stdout1
+  assert len(os.listdir(os.path.join(workdir, "tensorboard"))) == 1
+  # A single process (one device) restores the 8-device checkpoint and
+  # goes on.
+  out = _run("train", *args[:3], "--config.num_steps=3",
+             "--config.debug_param_digest=True")
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert f"resuming from {workdir}/checkpoints/2" in out.stdout
+  assert _digests(out.stdout)[2] == d0[2]  # the same parameters restored
+  assert json.loads(out.stdout.strip().splitlines()[-1])["step"] == 3
+
+
+def test_eight_device_mesh_matches_one_device_for_three_steps(warmstart,
+                                                               tmp_path):
+  losses = {}
+  for name, flags, devices in (("one", (), 1),
+                               ("eight", ("--config.mesh.fsdp=4",
+                                          "--config.mesh.tensor=2"), 8)):
+    workdir = str(tmp_path / name)
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=(
+        f"--xla_force_host_platform_device_count={devices}"))
+    out = subprocess.run(
+        _cmd("train", CONFIG, f"--config.sft.dir={warmstart}",
+             f"--workdir={workdir}", "--config.num_steps=3", *flags),
+        capture_output=True, text=True, timeout=600, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+      losses[name] = [json.loads(line)["loss"] for line in f]
+  assert "'fsdp': 4, 'tensor': 2" in out.stdout
+  assert len(losses["one"]) == 3
+  for a, b in zip(losses["one"], losses["eight"]):
+    assert abs(a - b) <= 1e-4 * abs(a), losses

@@ -1,5 +1,7 @@
 """Prompt builder: task text, history, truncation rule, chat templates."""
 
+import pytest
+
 from leap_jax.rl import prompts
 from tests.rl.conftest import ByteTokenizer, ChatTokenizer
 
@@ -51,9 +53,28 @@ def test_builder_drops_oldest_attempts_to_fit():
                                 max_prompt_tokens=n_full - 10)
   text = tok.decode(tight.encode(TASK, history))
   assert 'answer0' not in text and 'answer1' in text and 'answer2' in text
-  tiny = prompts.PromptBuilder(tok, max_history_turns=3, max_prompt_tokens=10)
-  text = tok.decode(tiny.encode(TASK, history))  # the latest always stays
+  one = prompts.PromptBuilder(tok, max_history_turns=3,
+                              max_prompt_tokens=n_full - 800)
+  text = tok.decode(one.encode(TASK, history))
   assert 'answer2' in text and 'feedback2' in text and 'answer1' not in text
+
+
+def test_builder_shrinks_then_omits_the_latest_attempt_then_errors():
+  tok = ByteTokenizer()
+  history = [prompts.Attempt('answer2 ' + 'z' * 2000, 'y' * 2000 + ' fb2')]
+  build = lambda n: prompts.PromptBuilder(tok, max_prompt_tokens=n)
+  bare = len(build(10**6).encode(TASK))
+  # Room for about 600 more bytes: the attempt stays with halved caps
+  # (answer head and feedback tail kept).
+  ids = build(bare + 600).encode(TASK, history)
+  text = tok.decode(ids)
+  assert len(ids) <= bare + 600
+  assert 'answer2' in text and 'fb2' in text and prompts.TRUNCATED in text
+  # Room for the task alone: the attempt is omitted, never cut mid-prompt.
+  ids = build(bare + 60).encode(TASK, history)
+  assert len(ids) <= bare + 60 and 'answer2' not in tok.decode(ids)
+  with pytest.raises(ValueError, match='max_prompt_tokens=.*raise it'):
+    build(bare - 1).encode(TASK, history)
 
 
 def test_plain_and_chat_templates():
