@@ -65,7 +65,8 @@ def main(argv):
     summary = trainer.run()
   finally:
     trainer.close()
-  if distributed.jax.process_index() != 0:
+  import jax  # pylint: disable=g-import-not-at-top
+  if jax.process_index() != 0:
     return
   if "acc@1_first_quarter" in summary:
     print(f"Acc@1 on the training prompts: first quarter "

@@ -139,11 +139,9 @@ def local_copy(tree: Any, shardings: Any) -> Any:
   this host's copy is laid out on its own devices. That costs one full
   copy per device for a moment: fine for policies that fit a device.
   """
-  if not is_multiprocess():
-    return jax.device_put(tree, shardings)
 
   def one(x, sharding):
-    if not x.is_fully_addressable:
+    if not getattr(x, "is_fully_addressable", True):
       x = _whole_on_local_device(x)
     return jax.device_put(x, sharding)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from leap_jax.rl import metrics as metrics_lib, rollout
+from leap_jax.rl import metrics as metrics_lib, rollout, rollout_merge
 from leap_jax.rl.config import RLConfig
 from leap_jax.rl.prompts import PromptBuilder
 
@@ -39,10 +39,9 @@ def evaluate(policy: Any, params: Any, env: Any, task_ids: Sequence[str],
     chunk = list(task_ids[i:i + prompts_per_call])
     parts.append(rollout.rollout(chunk, sampler_policy, env, builder, cfg,
                                  rng=seed + i))
-  ok = np.concatenate([r.ok_PGT for r in parts])
-  active = np.concatenate([r.active_PGT for r in parts])
-  budgets = np.concatenate([r.budgets_P for r in parts])
-  speed = np.concatenate([r.speedup_PGT for r in parts])
+  merged = rollout_merge.merge(parts)
+  ok, active, budgets, speed = (merged.ok_PGT, merged.active_PGT,
+                                merged.budgets_P, merged.speedup_PGT)
 
   timed = bool(getattr(env.config, "timing", False))
 

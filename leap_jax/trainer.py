@@ -264,10 +264,8 @@ class Trainer:
     if jax.process_count() > 1:
       rng = jax.random.fold_in(rng, jax.process_index())
     ro = rollout.rollout(mine, policy, judge, self.builder, cfg, rng)
-    parts = [rollout_merge.decode(b) for b in distributed.allgather_bytes(
-        rollout_merge.encode(ro, watch.seconds))]
-    ro = rollout_merge.merge([part for part, _ in parts])
-    seconds = {k: max(extra.get(k, 0.0) for _, extra in parts)
+    ro, extras = rollout_merge.gather(ro, watch.seconds)
+    seconds = {k: max(extra.get(k, 0.0) for extra in extras)
                for k in ("rollout", "env")}
     adv_PGT = rollout.advantages(ro, cfg)
     start = time.monotonic()

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from leap_jax import distributed
 from leap_jax.rl.rollout import Completion, Rollout, TurnRecord
 
 
@@ -84,6 +85,16 @@ def decode(payload: bytes) -> tuple[Rollout, dict[str, Any]]:
   ro = Rollout(meta["task_ids"], records, a["ok"], a["active"], a["budgets"],
                a["speedup"], int(meta["policy_calls"]))
   return ro, meta["extra"]
+
+
+def gather(ro: Rollout, extra: dict[str, Any]
+           ) -> tuple[Rollout, list[dict[str, Any]]]:
+  """Every process's rollout merged in process order, and every process's
+  `extra`; one process keeps its own (no bytes round trip)."""
+  if not distributed.is_multiprocess():
+    return ro, [extra]
+  parts = [decode(b) for b in distributed.allgather_bytes(encode(ro, extra))]
+  return merge([part for part, _ in parts]), [e for _, e in parts]
 
 
 def merge(parts: Sequence[Rollout]) -> Rollout:

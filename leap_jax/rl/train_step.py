@@ -182,9 +182,12 @@ class Update:
             jax.tree.map(lambda x: x[m:m + 1], batch)))
         total = out[:2] if total is None else jax.tree.map(jnp.add, total,
                                                             out[:2])
-        parts.append(distributed.to_host(out[2]))
-      logps.append(np.concatenate(parts))
+        parts.append(out[2])
+      logps.append(parts)
     params, opt_state, metrics = self.apply(params, opt_state, *total)
+    # Fetched once everything is dispatched: no host sync per micro-batch.
+    logps = [np.concatenate([distributed.to_host(p) for p in parts])
+             for parts in logps]
     return params, opt_state, metrics, logps
 
 

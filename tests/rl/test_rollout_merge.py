@@ -68,3 +68,9 @@ def test_merge_offsets_prompts_in_process_order():
   assert [r.p for r in merged.records] == [0, 0, 1, 1, 2, 2]
   assert merged.records[4].completion is b.records[0].completion
   assert rollout_merge.merge([a]) is a
+
+
+def test_gather_in_one_process_keeps_the_rollout_as_is():
+  ro = _rollout(2, 4)
+  gathered, extras = rollout_merge.gather(ro, {"env": 2.0})
+  assert gathered is ro and extras == [{"env": 2.0}]
