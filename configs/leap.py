@@ -84,6 +84,7 @@ def rl_config(variant: str) -> ml_collections.ConfigDict:
   rl.weight_decay = 0.0
   rl.adam_eps = 1e-8
   rl.max_grad_norm = 1.0
+  rl.mini_batches = 1             # optimizer steps per rollout
   rl.micro_batch_rows = 8
   rl.max_seq_len = 1024 if embedded else 4096
   rl.remat = False

@@ -8,12 +8,18 @@ Every process calls save/restore; orbax coordinates multi-host writes.
 from __future__ import annotations
 
 import os
+import shutil
 from typing import Any
 
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
 from orbax.checkpoint.checkpoint_managers import preservation_policy as preservation
+
+
+# orbax renames a step it drops into this subdirectory (atomic) and we delete
+# it after the save: a kill mid-delete never leaves a half-deleted step listed.
+_TODELETE = "todelete"
 
 
 class CheckpointError(FileNotFoundError):
@@ -44,6 +50,7 @@ class Checkpoints:
         self.directory,
         options=ocp.CheckpointManagerOptions(
             preservation_policy=policy, create=not this_process_only,
+            todelete_subdir=_TODELETE,
             multiprocessing_options=ocp.options.MultiprocessingOptions(
                 primary_host=jax.process_index(),
                 active_processes={jax.process_index()},
@@ -64,6 +71,8 @@ class Checkpoints:
     self._manager.save(step, args=ocp.args.Composite(
         state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)))
     self._manager.wait_until_finished()
+    if self.this_process_only or jax.process_index() == 0:
+      shutil.rmtree(os.path.join(self.directory, _TODELETE), ignore_errors=True)
 
   def restore(self, abstract_state: Any, step: int | None = None
               ) -> tuple[Any, dict[str, Any], int]:

@@ -70,9 +70,6 @@ def check_config(config: ml_collections.ConfigDict) -> None:
         f"config.rl.max_prompt_tokens + max_new_tokens ({rl.max_prompt_tokens} "
         f"+ {rl.max_new_tokens}) must fit config.rl.max_seq_len "
         f"({rl.max_seq_len}): the trainer must see the context the sampler saw")
-  if rl.kl_beta:
-    raise ValueError("config.rl.kl_beta > 0 needs a reference policy, which "
-                     "the trainer does not keep yet; use 0")
   rl_config(config)
 
 
@@ -181,9 +178,16 @@ class Trainer:
     self.print(f"mesh: {dict(self.mesh.shape)} over {jax.process_count()} "
                f"process(es), {jax.device_count()} device(s)")
     self.optimizer = train_step.make_optimizer(self.cfg)
+    # The KL term's reference: the policy the run started from (on resume
+    # too: policy.load reads the same starting weights), never updated.
+    ref_params = None
+    if self.cfg.kl_beta > 0:
+      ref_params = distributed.place_tree(
+          jax.tree.map(np.asarray, self.policy.params), self.param_shardings)
     self.update = train_step.Update(
         train_step.train_graphdef(self.policy.model_cfg, self.cfg.remat),
-        self.optimizer, self.cfg, mesh=self.mesh, rules=layout.rules(config))
+        self.optimizer, self.cfg, mesh=self.mesh, rules=layout.rules(config),
+        ref_params=ref_params)
     self.sampler_policy = self.policy.sampler_policy(self.policy.params,
                                                      self.cfg)
     self.builder = PromptBuilder.from_config(self.policy.tokenizer, self.cfg,
@@ -246,6 +250,34 @@ class Trainer:
       print(f"param digest: process {jax.process_index()} step {step} "
             f"{distributed.digest(params)}", flush=True)
 
+  def _update(self, state: dict[str, Any], samples: list[Any], step: int,
+              out: dict[str, Any]) -> dict[str, Any]:
+    """cfg.mini_batches optimizer steps on `samples`; metrics into `out`."""
+    cfg, stepped = self.cfg, []
+    # Same shuffle on every process and on a resumed run.
+    parts = batching.split(samples, cfg.mini_batches,
+                           np.random.default_rng([self.config.seed, step]))
+    for part in parts:
+      # Without a KL term rows with A = 0 have no gradient: they count in
+      # the token_mean weights but are not computed.
+      batches = batching.pack_buckets(part, cfg, self.policy.pad_id,
+                                      skip_zero_advantage=not cfg.kl_beta)
+      if not batches:
+        continue
+      if len(parts) > 1:  # later steps are off-policy: clip against the sampler
+        batches = [dict(b, old_logp=b["sampler_logp"]) for b in batches]
+      params, opt_state, upd, logps = self.update(
+          state["params"], state["opt_state"], batches)
+      state = dict(state, params=params, opt_state=opt_state)
+      if not stepped:  # before any step of this rollout: sampler vs trainer
+        out.update(_mismatch(logps, batches))
+      stepped.append({k: float(distributed.to_host(v)) for k, v in upd.items()})
+    if stepped:
+      self._refresh_sampler(state, step)
+      out.update({k: float(np.mean([u[k] for u in stepped])) for k in stepped[0]})
+      out["optimizer_steps"] = len(stepped)
+    return state
+
   # -- one step ------------------------------------------------------------
 
   def step(self, state: dict[str, Any], step: int, position: int
@@ -275,23 +307,13 @@ class Trainer:
         ro.ok_PGT, ro.active_PGT, ro.budgets_P,
         ro.speedup_PGT if timed else None, cfg.fast_ps if timed else (),
         ro.tokens_generated)
-    # Rows with A = 0 have no gradient (kl_beta is 0): they count in the
-    # token_mean weights but are not computed.
-    batches = batching.pack_buckets(samples, cfg, self.policy.pad_id,
-                                    skip_zero_advantage=True)
     out.update(turns_sampled=len(ro.records), env_calls=len(ro.records),
                policy_calls=ro.policy_calls,
                trained_samples=sum(s.advantage != 0.0 for s in samples),
                budgets=[int(b) for b in ro.budgets_P], tasks=tasks,
                turn1_ok=[int(n) for n in ro.ok_PGT[:, :, 0].sum(axis=1)],
                statuses=_status_counts(ro))
-    if batches:
-      params, opt_state, upd, logps = self.update(
-          state["params"], state["opt_state"], batches)
-      state = dict(state, params=params, opt_state=opt_state)
-      self._refresh_sampler(state, step)
-      out.update({k: float(distributed.to_host(v)) for k, v in upd.items()})
-      out.update(_mismatch(logps, batches))
+    state = self._update(state, samples, step, out)
     # The slowest process sets the pace.
     out["seconds_rollout"] = seconds["rollout"]
     out["seconds_env"] = seconds["env"]

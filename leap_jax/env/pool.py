@@ -72,6 +72,11 @@ class _HarnessFault(Exception):
   """The pool or worker failed before the candidate ran: not the model's."""
 
 
+class _Killed(_HarnessFault):
+  """The worker was SIGKILLed mid-candidate, not by the pool (an operator,
+  the OOM killer): retried; `crashed` if the retry is killed too."""
+
+
 class _Worker:
   """One worker process and its private pipe."""
 
@@ -145,21 +150,33 @@ class WorkerPool:
           self._spare[slot] = _Worker(self._ctx, self._setups[slot])
 
   def _take(self, slot: int) -> _Worker:
-    """The slot's pre-started (or recycled) worker."""
+    """The slot's pre-started (or recycled) worker.
+
+    A one-job worker's successor starts now, so its start-up (~1.5 s on CPU)
+    overlaps this candidate instead of delaying the next one.
+    """
+    setup = self._setups[slot]
     with self._lock:
       w = self._spare[slot]
       self._spare[slot] = None
-    return w if w is not None else _Worker(self._ctx, self._setups[slot])
+    w = w if w is not None else _Worker(self._ctx, setup)
+    if setup.jobs_per_worker == 1:
+      successor = _Worker(self._ctx, setup)
+      with self._lock:
+        self._spare[slot] = successor
+    return w
 
   def _release(self, slot: int, w: _Worker, reusable: bool) -> None:
-    """Keeps a recycled worker, or kills it and pre-starts its successor."""
+    """Keeps a recycled worker, or kills it; the slot gets a live spare."""
     if reusable and w.jobs_done < w.setup.jobs_per_worker and w.process.is_alive():
       with self._lock:
         self._spare[slot] = w
       return
     w.kill()
     with self._lock:
-      self._spare[slot] = _Worker(self._ctx, self._setups[slot])
+      spare = self._spare[slot]
+      if spare is None or not spare.process.is_alive():
+        self._spare[slot] = _Worker(self._ctx, self._setups[slot])
 
   def run(self, jobs: Sequence[dict[str, Any]],
           judges: Sequence[Judge | None]) -> list[Outcome]:
@@ -179,10 +196,13 @@ class WorkerPool:
       except _HarnessFault as e:
         self.harness_faults += 1
         _LOG.warning("harness fault (attempt %d): %s", attempt + 1, e)
-        last = str(e)
+        last = e
       finally:
         self._slots.put(slot)
-    return Outcome(status=Status.HARNESS_ERROR, detail=last,
+    # Killed twice: as likely the candidate's own doing (the OOM killer) as
+    # bad luck, so it counts as a crash; harness_error is never the model's.
+    status = Status.CRASHED if isinstance(last, _Killed) else Status.HARNESS_ERROR
+    return Outcome(status=status, detail=str(last),
                    seconds=time.monotonic() - start)
 
   def _converse(self, slot: int, w: _Worker, job, judge) -> Outcome:
@@ -243,6 +263,8 @@ class WorkerPool:
     except (EOFError, ConnectionResetError, BrokenPipeError):
       w.process.join(timeout=5)
       code = w.process.exitcode
+      if code == -signal.SIGKILL:  # the pool kills only after an outcome
+        raise _Killed(f"The process was killed (code {code}).") from None
       return Outcome(Status.CRASHED, f"The process exited (code {code}).")
     except wire.WireError as e:
       return Outcome(Status.CRASHED, f"Malformed result: {e}.")

@@ -59,6 +59,15 @@ def _group_rows(lengths: Sequence[int], cfg: RLConfig,
   return dict(sorted(groups.items()))
 
 
+def split(samples: Sequence[TurnSample], parts: int,
+          rng: np.random.Generator) -> list[list[TurnSample]]:
+  """`samples` shuffled by `rng` and cut into `parts` near-equal lists (PPO
+  mini-batches; fewer when there are fewer samples than parts)."""
+  order = rng.permutation(len(samples))
+  return [[samples[i] for i in chunk]
+          for chunk in np.array_split(order, min(parts, len(samples)))]
+
+
 def _micro_batches(n: int, cfg: RLConfig) -> int:
   needed = -(-n // cfg.micro_batch_rows)
   num_mb = cfg.num_micro_batches or bucket(needed)

@@ -50,6 +50,10 @@ class RLConfig:
   b2: float = 0.999
   adam_eps: float = 1e-8
   max_grad_norm: float = 1.0
+  # Optimizer steps per rollout (verl's PPO mini-batches): the turns are
+  # shuffled and split into this many parts, one step each; the clipped ratio
+  # against the sampler's logprobs keeps the later steps near the rollout policy.
+  mini_batches: int = 1
   micro_batch_rows: int = 8     # rows per micro-batch (fixed)
   num_micro_batches: int = 0    # 0: power-of-two bucket of what is needed
   min_seq_bucket: int = 128     # smallest power-of-two sequence length
@@ -66,6 +70,8 @@ class RLConfig:
                        f'{self.aggregation!r}')
     if self.num_samples < 2:
       raise ValueError('group methods need num_samples >= 2')
+    if self.mini_batches < 1:
+      raise ValueError(f'mini_batches must be >= 1, got {self.mini_batches}')
 
   def replace(self, **kw) -> 'RLConfig':
     return dataclasses.replace(self, **kw)

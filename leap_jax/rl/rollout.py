@@ -169,8 +169,28 @@ def rollout(task_ids: Sequence[str], policy: Policy, judge: Judge,
   return Rollout(list(task_ids), records, ok, active, budgets, speed, calls)
 
 
+def harness_prompts(ro: Rollout) -> np.ndarray:
+  """bool [P]: prompts with a `harness_error` verdict in any turn.
+
+  Such a verdict is the environment's failure, not the model's (design.md):
+  its group's ranks would be wrong, so the whole group gets no gradient.
+  """
+  bad_P = np.zeros((len(ro.task_ids),), bool)
+  for r in ro.records:
+    if getattr(r.verdict, 'status', None) == 'harness_error':
+      bad_P[r.p] = True
+  return bad_P
+
+
 def advantages(ro: Rollout, cfg: RLConfig) -> np.ndarray:
-  """A[p,g,t] for the config's mode and reward; zero on inactive turns."""
+  """A[p,g,t] for the config's mode and reward; zero on inactive turns and
+  on groups the environment failed (`harness_prompts`)."""
+  adv_PGT = np.array(_advantages(ro, cfg), np.float32)
+  adv_PGT[harness_prompts(ro)] = 0.0
+  return adv_PGT
+
+
+def _advantages(ro: Rollout, cfg: RLConfig) -> np.ndarray:
   if cfg.mode == 'grpo_single_turn':
     return np.asarray(baselines.grpo_single_turn_advantages(
         ro.ok_PGT[:, :, 0]))[:, :, None]

@@ -150,11 +150,16 @@ class Update:
   def __init__(self, graphdef: nnx.GraphDef,
                optimizer: optax.GradientTransformation, cfg: RLConfig,
                mesh: jax.sharding.Mesh | None = None,
-               rules: sharding.Rules = sharding.DEFAULT_RULES):
+               rules: sharding.Rules = sharding.DEFAULT_RULES,
+               ref_params: Any = None):
+    """ref_params: the reference policy for the KL term (cfg.kl_beta > 0)."""
+    if (cfg.kl_beta > 0) != (ref_params is not None):
+      raise ValueError('kl_beta > 0 needs ref_params, and only then')
     self.grads = jax.jit(functools.partial(loss_and_grads, graphdef, cfg=cfg))
     self.apply = jax.jit(functools.partial(_apply, optimizer),
                          donate_argnums=(0, 1))
-    self.mesh, self.rules = mesh, rules
+    self.ref_logp = make_logprob_fn(graphdef, cfg)
+    self.mesh, self.rules, self.ref_params = mesh, rules, ref_params
 
   def _place(self, micro_batch: Batch) -> Batch:
     """A host micro-batch [1, R, L] as arrays with rows over (data, fsdp)."""
@@ -178,8 +183,10 @@ class Update:
       batch = jax.tree.map(np.asarray, batch)
       parts = []
       for m in range(batch['inputs'].shape[0]):
-        out = self.grads(params, self._place(
-            jax.tree.map(lambda x: x[m:m + 1], batch)))
+        micro = self._place(jax.tree.map(lambda x: x[m:m + 1], batch))
+        if self.ref_params is not None:
+          micro['ref_logp'] = self.ref_logp(self.ref_params, micro)
+        out = self.grads(params, micro)
         total = out[:2] if total is None else jax.tree.map(jnp.add, total,
                                                             out[:2])
         parts.append(out[2])

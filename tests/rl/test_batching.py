@@ -99,3 +99,16 @@ def test_skipping_zero_advantage_rows_keeps_the_weights():
   np.testing.assert_allclose(only['weights'][only['mask']], 1 / 6)
   assert batching.pack_buckets([_sample([1], [2], 0.0)], cfg,
                                skip_zero_advantage=True) == []
+
+
+def test_split_shuffles_into_near_equal_parts():
+  samples = [_sample([1], [2], adv=float(i)) for i in range(5)]
+  parts = batching.split(samples, 2, np.random.default_rng(0))
+  assert [len(p) for p in parts] == [3, 2]
+  assert sorted(s.advantage for p in parts for s in p) == [0, 1, 2, 3, 4]
+  again = batching.split(samples, 2, np.random.default_rng(0))
+  assert [[s.advantage for s in p] for p in again] == [
+      [s.advantage for s in p] for p in parts]  # same seed, same cut
+  assert len(batching.split(samples, 8, np.random.default_rng(0))) == 5
+  assert [len(p) for p in batching.split(samples, 1,
+                                         np.random.default_rng(0))] == [5]

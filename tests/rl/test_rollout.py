@@ -6,6 +6,7 @@ import kernels_pallas
 import numpy as np
 import pytest
 
+from leap_jax.env import verdict as verdict_lib
 from leap_jax.model import sampler as sampler_lib
 from leap_jax.model import transformer
 from leap_jax.rl import batching, metrics, prompts, rollout, train_step
@@ -106,6 +107,30 @@ def test_dcp_skips_easy_and_hopeless(judge):
   assert m['acc@1'] == 0.5 and m['acc@2'] == pytest.approx(4 / 6)
   assert m['activated_groups'] == pytest.approx(1 / 3)
   assert m['turns_per_pass'] == pytest.approx(7 / 4)
+
+
+class FlakyJudge:
+  """`judge`, but the middle task's turn-2 verdict is the harness's fault."""
+
+  def __init__(self, judge):
+    self.judge = judge
+
+  def evaluate(self, requests):
+    out = self.judge.evaluate(requests)
+    if len(requests) == 1 and requests[0][0] == MIDDLE:
+      return [verdict_lib.Verdict(MIDDLE, verdict_lib.Status.HARNESS_ERROR,
+                                  'worker failed to start twice')]
+    return out
+
+
+def test_a_harness_error_takes_its_group_out_of_training(judge):
+  cfg, _, ro = _run('leap', FlakyJudge(judge))
+  np.testing.assert_array_equal(rollout.harness_prompts(ro),
+                                [False, False, True])
+  # Without the fault this group had [[1, 0, 0], [-1, -1, 0]]; now its
+  # ranks would charge the model for the environment's failure.
+  np.testing.assert_allclose(rollout.advantages(ro, cfg), 0)
+  assert not rollout.harness_prompts(_run('leap', judge)[2]).any()
 
 
 def test_multiturn_full_runs_hopeless_prompts_to_the_end(judge):

@@ -127,6 +127,32 @@ def test_kl_to_itself_is_zero(model):
   np.testing.assert_allclose(metrics['kl'], 0.0, atol=1e-6)
 
 
+def test_update_computes_the_kl_against_its_reference(model):
+  graphdef, params = model
+  cfg = CFG.replace(kl_beta=0.1)
+  opt = train_step.make_optimizer(cfg)
+  batches = batching.pack_buckets(random_samples(8), cfg)
+  copy = lambda tree: jax.tree.map(jnp.copy, tree)
+  update = train_step.Update(graphdef, opt, cfg, ref_params=copy(params))
+  stepped, opt_state, metrics, _ = update(copy(params), opt.init(params),
+                                          batches)
+  np.testing.assert_allclose(metrics['kl'], 0.0, atol=1e-6)  # ref == policy
+  *_, metrics = update(copy(stepped), opt_state, batches)[:3]
+  # One step away from the reference: k3 > 0, and its mean is what the
+  # reference's and the policy's logprobs say by hand.
+  batch = batches[0]
+  ref = np.asarray(update.ref_logp(params, batch))
+  new = np.asarray(update.ref_logp(stepped, batch))
+  d = np.where(batch['mask'], ref - new, 0.0)
+  k3 = (np.exp(d) - d - 1)[batch['mask']].mean()
+  assert metrics['kl'] > 0
+  np.testing.assert_allclose(metrics['kl'], k3, rtol=1e-3)
+  with pytest.raises(ValueError, match='kl_beta'):
+    train_step.Update(graphdef, opt, cfg)
+  with pytest.raises(ValueError, match='kl_beta'):
+    train_step.Update(graphdef, opt, CFG, ref_params=params)
+
+
 def test_on_policy_step_needs_no_old_logp(model):
   """Without old_logp the ratio uses stop_gradient(logp): the same gradient
   as passing the pre-update logp, and the logp it returns is that logp."""
