@@ -165,7 +165,10 @@ def transformers_at_best(g, n):
          f'--num_samples={g}', f'--max_new_tokens={n}',
          f'--hf_repeats={FLAGS.hf_repeats}'],
         env=dict(os.environ, OMP_WAIT_POLICY=policy), capture_output=True,
-        text=True, check=True)
+        text=True)
+    if child.returncode:
+      sys.exit(f'transformers timing (OMP_WAIT_POLICY={policy}) failed:\n'
+               f'{child.stderr[-3000:]}')
     results[policy] = json.loads(child.stdout.strip().splitlines()[-1])
   tps = {p: g * n / statistics.median(r[0] for r in res['runs'])
          for p, res in results.items()}

@@ -257,15 +257,21 @@ class Trainer:
     # Same shuffle on every process and on a resumed run.
     parts = batching.split(samples, cfg.mini_batches,
                            np.random.default_rng([self.config.seed, step]))
+    packed = []
     for part in parts:
       # Without a KL term rows with A = 0 have no gradient: they count in
       # the token_mean weights but are not computed.
       batches = batching.pack_buckets(part, cfg, self.policy.pad_id,
                                       skip_zero_advantage=not cfg.kl_beta)
-      if not batches:
-        continue
-      if len(parts) > 1:  # later steps are off-policy: clip against the sampler
-        batches = [dict(b, old_logp=b["sampler_logp"]) for b in batches]
+      if batches:
+        packed.append(batches)
+    if len(packed) > 1:
+      # Later steps are off-policy: logp_old from the pre-update params
+      # (design.md section 3), one extra forward pass.
+      packed = [[dict(b, old_logp=lp) for b, lp in
+                 zip(batches, self.update.logprobs(state["params"], batches))]
+                for batches in packed]
+    for batches in packed:
       params, opt_state, upd, logps = self.update(
           state["params"], state["opt_state"], batches)
       state = dict(state, params=params, opt_state=opt_state)
@@ -275,6 +281,7 @@ class Trainer:
     if stepped:
       self._refresh_sampler(state, step)
       out.update({k: float(np.mean([u[k] for u in stepped])) for k in stepped[0]})
+      out["loss_tokens"] = sum(u["loss_tokens"] for u in stepped)
       out["optimizer_steps"] = len(stepped)
     return state
 

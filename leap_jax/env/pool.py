@@ -149,21 +149,28 @@ class WorkerPool:
         if self._spare[slot] is None:
           self._spare[slot] = _Worker(self._ctx, self._setups[slot])
 
-  def _take(self, slot: int) -> _Worker:
+  def _take(self, slot: int, early_successor: bool) -> _Worker:
     """The slot's pre-started (or recycled) worker.
 
-    A one-job worker's successor starts now, so its start-up (~1.5 s on CPU)
-    overlaps this candidate instead of delaying the next one.
+    early_successor: a one-job worker's successor starts now, so its
+    start-up (~1.5 s on CPU) overlaps this candidate instead of delaying the
+    next one. Not for timed jobs: a starting process (on a GPU, a second
+    context warming up on the device) would add noise to the timing.
     """
     setup = self._setups[slot]
     with self._lock:
       w = self._spare[slot]
       self._spare[slot] = None
-    w = w if w is not None else _Worker(self._ctx, setup)
-    if setup.jobs_per_worker == 1:
-      successor = _Worker(self._ctx, setup)
-      with self._lock:
-        self._spare[slot] = successor
+    try:
+      w = w if w is not None else _Worker(self._ctx, setup)
+      if early_successor and setup.jobs_per_worker == 1:
+        successor = _Worker(self._ctx, setup)
+        with self._lock:
+          self._spare[slot] = successor
+    except OSError as e:  # fork/forkserver failure: ours, not the model's
+      if w is not None:
+        w.kill()
+      raise _HarnessFault(f"could not start a worker: {e!r}") from None
     return w
 
   def _release(self, slot: int, w: _Worker, reusable: bool) -> None:
@@ -186,24 +193,27 @@ class WorkerPool:
     return [f.result() for f in futures]
 
   def _run_with_retry(self, job, judge) -> Outcome:
+    timed = job.get("reference_export") is not None
+    faults = []
     for attempt in range(2):  # a harness fault is retried once
       slot = self._slots.get()
       start = time.monotonic()
       try:
-        outcome = self._converse(slot, self._take(slot), job, judge)
+        outcome = self._converse(slot, self._take(slot, not timed), job, judge)
         outcome.seconds = time.monotonic() - start
         return outcome
       except _HarnessFault as e:
-        self.harness_faults += 1
+        with self._lock:
+          self.harness_faults += 1
         _LOG.warning("harness fault (attempt %d): %s", attempt + 1, e)
-        last = e
+        faults.append(e)
       finally:
         self._slots.put(slot)
-    # Killed twice: as likely the candidate's own doing (the OOM killer) as
-    # bad luck, so it counts as a crash; harness_error is never the model's.
-    status = Status.CRASHED if isinstance(last, _Killed) else Status.HARNESS_ERROR
-    return Outcome(status=status, detail=str(last),
-                   seconds=time.monotonic() - start)
+    # Killed on both tries: as likely the candidate's own doing (the OOM
+    # killer) as bad luck, so a crash; harness_error is never the model's.
+    killed = all(isinstance(e, _Killed) for e in faults)
+    return Outcome(status=Status.CRASHED if killed else Status.HARNESS_ERROR,
+                   detail=str(faults[-1]), seconds=time.monotonic() - start)
 
   def _converse(self, slot: int, w: _Worker, job, judge) -> Outcome:
     cfg = self.config
@@ -272,11 +282,14 @@ class WorkerPool:
       return Outcome(Status.WRONG_OUTPUT, f"Output too large: {e}.")
 
   def close(self) -> None:
-    for i, w in enumerate(self._spare):
+    # Queued jobs are cancelled first, so no later _take starts a worker
+    # that nobody would kill.
+    self._executor.shutdown(wait=True, cancel_futures=True)
+    with self._lock:
+      spares, self._spare = self._spare, [None] * len(self._spare)
+    for w in spares:
       if w is not None:
         w.kill()
-        self._spare[i] = None
-    self._executor.shutdown(wait=True)
 
   def __enter__(self):
     return self

@@ -80,7 +80,10 @@ VIOLATIONS = _Violations()
 def apply_limits(limits: Limits) -> None:
   soft_hard = lambda v: (v, v)  # noqa: E731
   resource.setrlimit(resource.RLIMIT_AS, soft_hard(limits.memory_bytes))
-  resource.setrlimit(resource.RLIMIT_CPU, soft_hard(limits.cpu_seconds))
+  # SIGXCPU at the soft limit (the worker dies as a crash); SIGKILL at the
+  # hard one would look like a kill from outside, which the pool retries.
+  resource.setrlimit(resource.RLIMIT_CPU,
+                     (limits.cpu_seconds, limits.cpu_seconds + 1))
   resource.setrlimit(resource.RLIMIT_FSIZE, soft_hard(limits.file_bytes))
   resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
   _, nofile_hard = resource.getrlimit(resource.RLIMIT_NOFILE)

@@ -7,7 +7,7 @@ gradient). Shapes are fixed per length bucket, so the step compiles once per
 bucket; `Update` adds several buckets' gradients before one optimizer step.
 logp_old: with one update per rollout it equals the current logp, taken under
 stop_gradient inside the step; a batch may instead carry `old_logp` from
-`make_logprob_fn` (several updates per rollout, or tests). The trainer's
+`Update.logprobs` before the first step (several updates per rollout). The trainer's
 logp is compared against the sampler's (`logprob_mismatch`).
 """
 
@@ -158,7 +158,7 @@ class Update:
     self.grads = jax.jit(functools.partial(loss_and_grads, graphdef, cfg=cfg))
     self.apply = jax.jit(functools.partial(_apply, optimizer),
                          donate_argnums=(0, 1))
-    self.ref_logp = make_logprob_fn(graphdef, cfg)
+    self._logp = make_logprob_fn(graphdef, cfg)
     self.mesh, self.rules, self.ref_params = mesh, rules, ref_params
 
   def _place(self, micro_batch: Batch) -> Batch:
@@ -170,6 +170,17 @@ class Update:
       spec = sharding.logical_to_spec(('micro', 'batch', 'seq')[:v.ndim],
                                       v.shape, self.mesh, self.rules)
       out[k] = distributed.place(v, NamedSharding(self.mesh, spec))
+    return out
+
+  def logprobs(self, params, batches: list[Batch]) -> list[np.ndarray]:
+    """Per batch, the [M, R, L] token logprobs under `params` (numpy)."""
+    out = []
+    for batch in batches:
+      batch = jax.tree.map(np.asarray, batch)
+      parts = [self._logp(params, self._place(
+          jax.tree.map(lambda x: x[m:m + 1], batch)))
+               for m in range(batch['inputs'].shape[0])]
+      out.append(np.concatenate([distributed.to_host(p) for p in parts]))
     return out
 
   def __call__(self, params, opt_state, batches: list[Batch]):
@@ -185,7 +196,7 @@ class Update:
       for m in range(batch['inputs'].shape[0]):
         micro = self._place(jax.tree.map(lambda x: x[m:m + 1], batch))
         if self.ref_params is not None:
-          micro['ref_logp'] = self.ref_logp(self.ref_params, micro)
+          micro['ref_logp'] = self._logp(self.ref_params, micro)
         out = self.grads(params, micro)
         total = out[:2] if total is None else jax.tree.map(jnp.add, total,
                                                             out[:2])

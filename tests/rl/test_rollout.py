@@ -1,6 +1,8 @@
 """Rollouts: DCP with a scripted policy on the real environment, and a tiny
 random model end to end (rollout -> batch -> one GRPO step)."""
 
+import dataclasses
+
 import jax
 import kernels_pallas
 import numpy as np
@@ -130,7 +132,17 @@ def test_a_harness_error_takes_its_group_out_of_training(judge):
   # Without the fault this group had [[1, 0, 0], [-1, -1, 0]]; now its
   # ranks would charge the model for the environment's failure.
   np.testing.assert_allclose(rollout.advantages(ro, cfg), 0)
-  assert not rollout.harness_prompts(_run('leap', judge)[2]).any()
+  # A fault in another group leaves this one's advantages as they were.
+  cfg, _, ro = _run('leap', judge)
+  assert not rollout.harness_prompts(ro).any()
+  easy = ro.records[0]
+  assert easy.p == 0
+  ro.records[0] = dataclasses.replace(easy, verdict=verdict_lib.Verdict(
+      EASY, verdict_lib.Status.HARNESS_ERROR))
+  np.testing.assert_array_equal(rollout.harness_prompts(ro),
+                                [True, False, False])
+  np.testing.assert_allclose(rollout.advantages(ro, cfg)[2],
+                             [[1, 0, 0], [-1, -1, 0]])
 
 
 def test_multiturn_full_runs_hopeless_prompts_to_the_end(judge):

@@ -141,8 +141,11 @@ def test_update_computes_the_kl_against_its_reference(model):
   # One step away from the reference: k3 > 0, and its mean is what the
   # reference's and the policy's logprobs say by hand.
   batch = batches[0]
-  ref = np.asarray(update.ref_logp(params, batch))
-  new = np.asarray(update.ref_logp(stepped, batch))
+  ref, = update.logprobs(params, [batch])
+  new, = update.logprobs(stepped, [batch])
+  np.testing.assert_allclose(
+      ref, np.asarray(train_step.make_logprob_fn(graphdef, cfg)(params, batch)),
+      atol=1e-6)
   d = np.where(batch['mask'], ref - new, 0.0)
   k3 = (np.exp(d) - d - 1)[batch['mask']].mean()
   assert metrics['kl'] > 0
