@@ -1,7 +1,8 @@
 """A pool of sandboxed worker processes: one fresh process per candidate.
 
 Each slot keeps one pre-started worker (forked from a forkserver that has jax
-imported) so start-up overlaps the previous candidate. The pool owns
+imported); with cores to spare its start-up overlaps the current candidate,
+otherwise it follows it. The pool owns
 deadlines, process-group kills, respawn and the order of results; it never
 unpickles anything a worker sends.
 """
@@ -132,6 +133,10 @@ class WorkerPool:
       self._slots.put(i)
     self._executor = concurrent.futures.ThreadPoolExecutor(
         n, thread_name_prefix="leap-env")
+    # A successor started early only helps if a core is free for its
+    # start-up (GPU hosts: a few workers, many cores); with a worker per
+    # core (the CPU default) it would only compete with the candidates.
+    self._early_successors = 2 * n <= (os.cpu_count() or 1)
     self.harness_faults = 0
     self.network_isolated: bool | None = None  # known after the first job
 
@@ -199,7 +204,9 @@ class WorkerPool:
       slot = self._slots.get()
       start = time.monotonic()
       try:
-        outcome = self._converse(slot, self._take(slot, not timed), job, judge)
+        outcome = self._converse(
+            slot, self._take(slot, self._early_successors and not timed),
+            job, judge)
         outcome.seconds = time.monotonic() - start
         return outcome
       except _HarnessFault as e:
