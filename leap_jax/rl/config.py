@@ -52,7 +52,8 @@ class RLConfig:
   max_grad_norm: float = 1.0
   # Optimizer steps per rollout (verl's PPO mini-batches): the turns are
   # shuffled and split into this many parts, one step each; the clipped ratio
-  # against the sampler's logprobs keeps the later steps near the rollout policy.
+  # against the pre-update params' logprobs keeps the later steps near the
+  # rollout policy.
   mini_batches: int = 1
   micro_batch_rows: int = 8     # rows per micro-batch (fixed)
   num_micro_batches: int = 0    # 0: power-of-two bucket of what is needed
