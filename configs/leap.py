@@ -76,15 +76,22 @@ def rl_config(variant: str) -> ml_collections.ConfigDict:
   rl.max_history_turns = 2
   rl.max_prompt_tokens = 512 if embedded else 3072  # + max_new_tokens <= max_seq_len
   # GRPO update (design.md section 3).
-  rl.learning_rate = 1e-4 if embedded else 1e-6
+  # The embedded policy (0.7M params, memorised solutions) fails mostly by
+  # slips of low-probability tokens; negative advantages on those made it
+  # fall apart in every setting tried, while positive ones, four clipped
+  # passes per rollout, sharpen it (WORKSPACE.md, "The embedded default").
+  # Real checkpoints keep plain GRPO.
+  rl.learning_rate = 3e-4 if embedded else 1e-6
   rl.eps_low = 0.2
   rl.eps_high = 0.28
   rl.aggregation = "token_mean"  # token_mean | seq_mean_token_mean | seq_mean_token_sum_norm
   rl.kl_beta = 0.0
+  rl.negative_weight = 0.0 if embedded else 1.0  # scale on A < 0 (0: positive-only)
   rl.weight_decay = 0.0
   rl.adam_eps = 1e-8
   rl.max_grad_norm = 1.0
-  rl.mini_batches = 1             # optimizer steps per rollout
+  rl.mini_batches = 1             # optimizer steps per pass over a rollout
+  rl.epochs = 4 if embedded else 1  # passes over each rollout (GRPO's mu)
   rl.micro_batch_rows = 8
   rl.max_seq_len = 1024 if embedded else 4096
   rl.remat = False
@@ -139,7 +146,7 @@ def smoke(config: ml_collections.ConfigDict) -> None:
                       max_position=512)
   config.rl.update(num_prompts=2, num_samples=4, max_turns=2,
                    max_new_tokens=96, max_prompt_tokens=160, max_seq_len=256,
-                   micro_batch_rows=4, learning_rate=1e-3)
+                   micro_batch_rows=4, learning_rate=1e-3, epochs=1)
   config.sft.update(steps=60, batch_tokens=512, learning_rate=1e-2,
                     warmup_steps=4, seq_len=256, repairs_per_task=1,
                     dir="runs/warmstart_smoke")

@@ -252,25 +252,26 @@ class Trainer:
 
   def _update(self, state: dict[str, Any], samples: list[Any], step: int,
               out: dict[str, Any]) -> dict[str, Any]:
-    """cfg.mini_batches optimizer steps on `samples`; metrics into `out`."""
+    """cfg.epochs passes of cfg.mini_batches optimizer steps on `samples`;
+    metrics into `out`."""
     cfg, stepped = self.cfg, []
-    # Same shuffle on every process and on a resumed run.
-    parts = batching.split(samples, cfg.mini_batches,
-                           np.random.default_rng([self.config.seed, step]))
     packed = []
-    for part in parts:
-      # Without a KL term rows with A = 0 have no gradient: they count in
-      # the token_mean weights but are not computed.
-      batches = batching.pack_buckets(part, cfg, self.policy.pad_id,
-                                      skip_zero_advantage=not cfg.kl_beta)
-      if batches:
-        packed.append(batches)
-    if len(packed) > 1:
-      # Later steps are off-policy: logp_old from the pre-update params
-      # (design.md section 3), one extra forward pass.
-      packed = [[dict(b, old_logp=lp) for b, lp in
-                 zip(batches, self.update.logprobs(state["params"], batches))]
-                for batches in packed]
+    for epoch in range(cfg.epochs):
+      # Same shuffle on every process and on a resumed run.
+      rng = np.random.default_rng([self.config.seed, step, epoch])
+      for part in batching.split(samples, cfg.mini_batches, rng):
+        # Without a KL term rows with A = 0 have no gradient: they count in
+        # the token_mean weights but are not computed.
+        batches = batching.pack_buckets(part, cfg, self.policy.pad_id,
+                                        skip_zero_advantage=not cfg.kl_beta)
+        if batches:
+          packed.append(batches)
+    # Later steps are off-policy: logp_old from the pre-update params
+    # (design.md section 3), one extra forward pass. The first step starts
+    # from those params, so its own logp (rho = 1) serves.
+    packed[1:] = [[dict(b, old_logp=lp) for b, lp in
+                   zip(batches, self.update.logprobs(state["params"], batches))]
+                  for batches in packed[1:]]
     for batches in packed:
       params, opt_state, upd, logps = self.update(
           state["params"], state["opt_state"], batches)

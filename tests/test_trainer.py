@@ -65,13 +65,14 @@ def test_the_policy_learns_something(full_run):
   assert all(np.isfinite(r["loss"]) for r in rows if r["trained_samples"])
 
 
-def test_mini_batches_and_the_kl_term(tmp):
+def test_mini_batches_epochs_and_the_kl_term(tmp):
   config, workdir = smoke(tmp, "mini", num_steps=1)
   config.rl.mini_batches = 2
+  config.rl.epochs = 2
   config.rl.kl_beta = 0.05
   run(config, workdir)
   row, = run_log.read_metrics(workdir)
-  assert row["optimizer_steps"] == 2
+  assert row["optimizer_steps"] == 4
   # The second step's ratio is taken against the sampler's logprobs; the
   # KL is 0 on the first step (policy == reference) and > 0 on the second.
   assert np.isfinite(row["loss"]) and 0 <= row["clip_fraction"] <= 1

@@ -1,4 +1,4 @@
-"""LEAP per-turn advantages (design.md section 2)."""
+"""LEAP per-turn advantages (design.md section 2) and their negative weight."""
 
 import jax
 import jax.numpy as jnp
@@ -17,3 +17,16 @@ def leap_turn_advantages(rewards_PG: jax.Array, turns_used_PG: jax.Array,
   discount_PGT = jnp.asarray(gamma, jnp.float32) ** (n_PG1 - 1 - t_T)
   adv_PGT = jnp.where(r_PG1 > 0, discount_PGT * r_PG1, r_PG1)
   return jnp.where(t_T < n_PG1, adv_PGT, 0.0)
+
+
+def weigh_negatives(adv: jax.Array, weight: float) -> jax.Array:
+  """Negative advantages times `weight` (1: plain GRPO; 0: positive-only).
+
+  A small, nearly memorised policy samples failures that are mostly slips
+  of low-probability tokens; pushing those down spreads probability over
+  every context and the policy falls apart, while positive advantages
+  sharpen it. Below 1 the update leans on what worked (a RAFT-style
+  positive weight), still ranked and credited per turn by the mode.
+  """
+  adv = jnp.asarray(adv, jnp.float32)
+  return jnp.where(adv < 0, weight * adv, adv)

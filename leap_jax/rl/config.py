@@ -44,6 +44,7 @@ class RLConfig:
   aggregation: str = 'token_mean'
   norm_length: int = 0          # seq_mean_token_sum_norm; 0: max_new_tokens
   kl_beta: float = 0.0
+  negative_weight: float = 1.0  # scale on A < 0 (1: GRPO; 0: positive-only)
   learning_rate: float = 1e-6
   weight_decay: float = 0.0
   b1: float = 0.9
@@ -55,6 +56,9 @@ class RLConfig:
   # against the pre-update params' logprobs keeps the later steps near the
   # rollout policy.
   mini_batches: int = 1
+  # Passes over each rollout (GRPO's mu, verl's ppo_epochs), each with its
+  # own shuffle into mini_batches; every step after the first is clipped.
+  epochs: int = 1
   micro_batch_rows: int = 8     # rows per micro-batch (fixed)
   num_micro_batches: int = 0    # 0: power-of-two bucket of what is needed
   min_seq_bucket: int = 128     # smallest power-of-two sequence length
@@ -71,8 +75,12 @@ class RLConfig:
                        f'{self.aggregation!r}')
     if self.num_samples < 2:
       raise ValueError('group methods need num_samples >= 2')
-    if self.mini_batches < 1:
-      raise ValueError(f'mini_batches must be >= 1, got {self.mini_batches}')
+    if not 0.0 <= self.negative_weight <= 1.0:
+      raise ValueError('negative_weight must be in [0, 1], got '
+                       f'{self.negative_weight}')
+    if self.mini_batches < 1 or self.epochs < 1:
+      raise ValueError('mini_batches and epochs must be >= 1, got '
+                       f'{self.mini_batches}, {self.epochs}')
 
   def replace(self, **kw) -> 'RLConfig':
     return dataclasses.replace(self, **kw)

@@ -183,9 +183,11 @@ def harness_prompts(ro: Rollout) -> np.ndarray:
 
 
 def advantages(ro: Rollout, cfg: RLConfig) -> np.ndarray:
-  """A[p,g,t] for the config's mode and reward; zero on inactive turns and
-  on groups the environment failed (`harness_prompts`)."""
-  adv_PGT = np.array(_advantages(ro, cfg), np.float32)
+  """A[p,g,t] for the config's mode and reward, negatives weighed by
+  `negative_weight`; zero on inactive turns and on groups the environment
+  failed (`harness_prompts`)."""
+  adv_PGT = np.array(adv_lib.weigh_negatives(_advantages(ro, cfg),
+                                             cfg.negative_weight), np.float32)
   adv_PGT[harness_prompts(ro)] = 0.0
   return adv_PGT
 

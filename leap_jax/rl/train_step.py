@@ -172,16 +172,19 @@ class Update:
       out[k] = distributed.place(v, NamedSharding(self.mesh, spec))
     return out
 
+  def _micro_batches(self, batch: Batch):
+    """The batch's micro-batches [1, R, L], placed. One per call: the
+    compiled shape is [1, R, L] whatever the count, so a new count never
+    recompiles."""
+    batch = jax.tree.map(np.asarray, batch)
+    for m in range(batch['inputs'].shape[0]):
+      yield self._place(jax.tree.map(lambda x: x[m:m + 1], batch))
+
   def logprobs(self, params, batches: list[Batch]) -> list[np.ndarray]:
     """Per batch, the [M, R, L] token logprobs under `params` (numpy)."""
-    out = []
-    for batch in batches:
-      batch = jax.tree.map(np.asarray, batch)
-      parts = [self._logp(params, self._place(
-          jax.tree.map(lambda x: x[m:m + 1], batch)))
-               for m in range(batch['inputs'].shape[0])]
-      out.append(np.concatenate([distributed.to_host(p) for p in parts]))
-    return out
+    parts = [[self._logp(params, micro) for micro in self._micro_batches(b)]
+             for b in batches]
+    return _to_host(parts)
 
   def __call__(self, params, opt_state, batches: list[Batch]):
     """batches: host (numpy) or device arrays. logps come back as numpy."""
@@ -189,12 +192,8 @@ class Update:
       raise ValueError('no batches to train on')
     total, logps = None, []
     for batch in batches:
-      # One micro-batch per call: the compiled shape is [1, R, L] whatever
-      # the micro-batch count, so a new count never recompiles.
-      batch = jax.tree.map(np.asarray, batch)
       parts = []
-      for m in range(batch['inputs'].shape[0]):
-        micro = self._place(jax.tree.map(lambda x: x[m:m + 1], batch))
+      for micro in self._micro_batches(batch):
         if self.ref_params is not None:
           micro['ref_logp'] = self._logp(self.ref_params, micro)
         out = self.grads(params, micro)
@@ -203,10 +202,14 @@ class Update:
         parts.append(out[2])
       logps.append(parts)
     params, opt_state, metrics = self.apply(params, opt_state, *total)
-    # Fetched once everything is dispatched: no host sync per micro-batch.
-    logps = [np.concatenate([distributed.to_host(p) for p in parts])
-             for parts in logps]
-    return params, opt_state, metrics, logps
+    return params, opt_state, metrics, _to_host(logps)
+
+
+def _to_host(parts_per_batch: list[list[jax.Array]]) -> list[np.ndarray]:
+  """Per batch, its micro-batch results joined on the host. Fetched once
+  everything is dispatched: no host sync per micro-batch."""
+  return [np.concatenate([distributed.to_host(p) for p in parts])
+          for parts in parts_per_batch]
 
 
 def logprob_mismatch(trainer_logp, sampler_logp, mask) -> dict[str, float]:

@@ -26,3 +26,13 @@ def test_single_turn_and_gamma_one():
   a = advantages.leap_turn_advantages(np.array([[0.5]]), np.array([[3]]), 3,
                                       1.0)
   np.testing.assert_allclose(a, [[[0.5, 0.5, 0.5]]])
+
+
+def test_weigh_negatives():
+  adv = np.array([[[0.5, -1.0, 0.0]], [[-0.25, 2.0, -3.0]]])
+  np.testing.assert_allclose(advantages.weigh_negatives(adv, 1.0), adv)
+  np.testing.assert_allclose(advantages.weigh_negatives(adv, 0.0),
+                             [[[0.5, 0, 0]], [[0, 2.0, 0]]])
+  np.testing.assert_allclose(advantages.weigh_negatives(adv, 0.1),
+                             [[[0.5, -0.1, 0]], [[-0.025, 2.0, -0.3]]],
+                             rtol=1e-6)

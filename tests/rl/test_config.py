@@ -23,7 +23,11 @@ def test_single_turn_mode_uses_one_turn():
 
 @pytest.mark.parametrize('field, value', [('mode', 'ppo'), ('reward', 'x'),
                                           ('aggregation', 'sum'),
-                                          ('num_samples', 1)])
+                                          ('num_samples', 1),
+                                          ('negative_weight', -0.5),
+                                          ('negative_weight', 1.5),
+                                          ('mini_batches', 0),
+                                          ('epochs', 0)])
 def test_bad_values_are_errors(field, value):
   with pytest.raises(ValueError):
     RLConfig(**{field: value})

@@ -101,6 +101,8 @@ def test_dcp_skips_easy_and_hopeless(judge):
   adv = rollout.advantages(ro, cfg)
   np.testing.assert_allclose(adv[:2], 0)  # easy and hopeless: all tie
   np.testing.assert_allclose(adv[2], [[1, 0, 0], [-1, -1, 0]])
+  positive_only = rollout.advantages(ro, cfg.replace(negative_weight=0.0))
+  np.testing.assert_allclose(positive_only[2], [[1, 0, 0], [0, 0, 0]])
   samples = rollout.training_samples(ro, adv)
   assert [(s.prompt_index, s.sample_index, s.turn) for s in samples][-1] == (
       2, 1, 1)
