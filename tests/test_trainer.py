@@ -73,8 +73,8 @@ def test_mini_batches_epochs_and_the_kl_term(tmp):
   run(config, workdir)
   row, = run_log.read_metrics(workdir)
   assert row["optimizer_steps"] == 4
-  # The second step's ratio is taken against the sampler's logprobs; the
-  # KL is 0 on the first step (policy == reference) and > 0 on the second.
+  # Steps 2-4 take their ratio against the pre-update params' logprobs;
+  # the KL is 0 on the first step (policy == reference) and > 0 later.
   assert np.isfinite(row["loss"]) and 0 <= row["clip_fraction"] <= 1
   assert 0 < row["kl"] < 1
 
