@@ -6,6 +6,9 @@ temperature 1, no top-k/top-p). Both sides make exactly N tokens per row
 (ours: no stop tokens; transformers: min_new_tokens=N) so they do the same
 work. Tokens/s are steady state: each side gets a warm-up call first. The
 compute floor: this machine's f32 matmul FLOP/s, measured in the same run.
+Ours decodes with cpu_decode's kernel where it is available (the one-time
+packing of the weights is timed on its own) and, for comparison in the same
+run, with XLA's dot (--xla_dot).
 
 Transformers runs under torch.inference_mode with use_cache=True and as
 many torch threads as cores, in child processes, once per OpenMP wait policy
@@ -40,6 +43,8 @@ flags.DEFINE_integer('num_samples', 16, 'Samples of the prompt (batch).')
 flags.DEFINE_integer('max_new_tokens', 128, 'New tokens per sample.')
 flags.DEFINE_integer('repeats', 3, 'Timed calls of our sampler (median).')
 flags.DEFINE_bool('skip_transformers', False, 'Only time our sampler.')
+flags.DEFINE_bool('xla_dot', True,
+                  'Also time our sampler with XLA dot, without the kernel.')
 flags.DEFINE_integer('hf_repeats', 1, 'Timed calls of transformers (median).')
 flags.DEFINE_list('omp_policies', ['PASSIVE', 'ACTIVE'],
                   'OpenMP wait policies transformers is timed under.')
@@ -85,12 +90,12 @@ def matmul_flops_per_s(n: int = 2048, reps: int = 5) -> float:
   return 2 * n ** 3 / best
 
 
-def time_ours(path, prompt_ids, g, n, repeats):
+def time_ours(graphdef, state, cfg, prompt_ids, g, n, repeats,
+              cpu_kernel=None):
   """Warm-up seconds, steady generate() seconds, steady prefill seconds."""
   import jax
-  from leap_jax.model import sampler, weights
-  graphdef, state, cfg = weights.load(path)
-  smp = sampler.Sampler(graphdef, state, cfg)
+  from leap_jax.model import sampler
+  smp = sampler.Sampler(graphdef, state, cfg, cpu_kernel=cpu_kernel)
   run = lambda seed: smp.generate([prompt_ids], num_samples=g,
                                   max_new_tokens=n, temperature=1.0,
                                   stop_token_ids=[], rng=seed)
@@ -112,7 +117,22 @@ def time_ours(path, prompt_ids, g, n, repeats):
     batch = run(seed)
     times.append(time.perf_counter() - start)
     assert batch.tokens.shape == (g, n) and (batch.lengths == n).all()
-  return cfg, warm, times, prefill_times
+  return warm, times, prefill_times
+
+
+def time_packing(graphdef, state, cfg):
+  """Seconds to pack the weights for the kernel (once per weights), or
+  None where the kernel is not used."""
+  import jax
+  from leap_jax.model import cpu_decode, transformer
+  del graphdef
+  if not cpu_decode.usable(state, FLAGS.num_samples):
+    return None
+  pack = jax.jit(transformer.pack_for_decode, static_argnums=0)
+  jax.block_until_ready(pack(cfg, state))  # compile
+  start = time.perf_counter()
+  jax.block_until_ready(pack(cfg, state))
+  return time.perf_counter() - start
 
 
 def time_transformers(path, prompt_ids, g, n, repeats):
@@ -190,9 +210,13 @@ def main(argv):
     print(json.dumps({'warm': warm, 'runs': runs, 'threads': threads}))
     return
 
+  from leap_jax.model import weights
   peak = matmul_flops_per_s()
-  cfg, ours_warm, ours_times, ours_prefills = time_ours(
-      path, prompt_ids, g, n, FLAGS.repeats)
+  model = weights.load(path)
+  pack_s = time_packing(*model)
+  ours_warm, ours_times, ours_prefills = time_ours(*model, prompt_ids, g, n,
+                                                   FLAGS.repeats)
+  cfg = model[2]
   ours_s = statistics.median(ours_times)
   ours_prefill = statistics.median(ours_prefills)
   # n tokens need n - 1 decode forwards; the first comes from the prefill.
@@ -205,6 +229,15 @@ def main(argv):
   prefill_flops = len(prompt_ids) * cfg.flops_per_token(len(prompt_ids) / 2)
   total_flops = g * n * flops_per_token + prefill_flops
   share = total_flops / ours_s / peak
+
+  dot_tps = dot_step = None
+  if FLAGS.xla_dot and pack_s is not None:
+    _, dot_times, dot_prefills = time_ours(*model, prompt_ids, g, n,
+                                           FLAGS.repeats, cpu_kernel=False)
+    dot_s = statistics.median(dot_times)
+    dot_tps = g * n / dot_s
+    dot_step = (dot_s - statistics.median(dot_prefills)) / (n - 1)
+  del model
 
   hf_tps = hf_s = hf_warm = threads = hf_prefill = hf_step = None
   policy, policy_tps = None, {}
@@ -227,7 +260,15 @@ def main(argv):
       ('ours: per decode step', f'{1000 * ours_step:.1f} ms'),
       ('ours: tokens/s', f'{ours_tps:.1f}'),
       ('ours: share of f32 peak', f'{100 * share:.1f} %'),
+      ('ours: decode matmuls', 'XLA dot' if pack_s is None else
+       f'cpu_decode kernel (packing the weights once: {pack_s:.2f} s)'),
   ]
+  if dot_tps is not None:
+    rows += [
+        ('ours with XLA dot: per decode step', f'{1000 * dot_step:.1f} ms'),
+        ('ours with XLA dot: tokens/s',
+         f'{dot_tps:.1f} (kernel / XLA dot: {ours_tps / dot_tps:.2f} x)'),
+    ]
   if hf_tps is not None:
     rows += [
         ('transformers tokens/s by OMP_WAIT_POLICY',
@@ -262,6 +303,12 @@ def main(argv):
       'transformers_tokens_per_s_by_policy': {
           p: round(v, 2) for p, v in policy_tps.items()},
       'ours_share_of_f32_peak': round(share, 4),
+      'ours_cpu_kernel': pack_s is not None,
+      'ours_pack_seconds': None if pack_s is None else round(pack_s, 3),
+      'ours_xla_dot_tokens_per_s': (None if dot_tps is None
+                                    else round(dot_tps, 2)),
+      'ours_xla_dot_ms_per_step': (None if dot_step is None
+                                   else round(1000 * dot_step, 1)),
       'peak_f32_gflops': round(peak / 1e9, 1),
       'model_gflops_per_token': round(flops_per_token / 1e9, 4),
       'num_samples': g, 'max_new_tokens': n,

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from leap_jax.model import cpu_decode
 from leap_jax.model.layers import NEG_INF, dot_attention
 
 Layers = tuple[jax.Array, ...]
@@ -65,6 +66,7 @@ class SharedPrefix:
   shared by their G samples; prompt_valid_BP is False at their left padding.
   gen_ks/vs: per layer [X, K, H, S] / [X, K, S, H], each sample's own tokens.
   step: slot of this step's token in the gen cache (it sees slots <= step).
+  cpu_kernel: static; attend with cpu_decode.attention (f32 caches on CPU).
   """
   prompt_ks: Layers
   prompt_vs: Layers
@@ -72,6 +74,7 @@ class SharedPrefix:
   gen_ks: Layers
   gen_vs: Layers
   step: jax.Array
+  cpu_kernel: bool = struct.field(pytree_node=False, default=False)
 
   def attend(self, layer: int, q_XTNH: jax.Array, k_XTKH: jax.Array,
              v_XTKH: jax.Array) -> tuple[jax.Array, 'SharedPrefix']:
@@ -87,6 +90,13 @@ class SharedPrefix:
     gv_XKSH = jax.lax.dynamic_update_slice(
         self.gen_vs[layer], v_XTKH.transpose(0, 2, 1, 3).astype(dtype),
         (0, 0, self.step, 0))
+    updated = self.replace(gen_ks=_set(self.gen_ks, layer, gk_XKHS),
+                           gen_vs=_set(self.gen_vs, layer, gv_XKSH))
+    if self.cpu_kernel:
+      out_XKRH = cpu_decode.attention(
+          q_XTNH.reshape(x, kv, r, h), pk_BKHP, pv_BKPH, self.prompt_valid_BP,
+          gk_XKHS, gv_XKSH, self.step)
+      return out_XKRH.astype(q_XTNH.dtype).reshape(x, 1, n, h), updated
 
     # Two softmax pieces merged by their maxima (as flash attention does):
     # no concatenation or transposition of score-sized arrays.
@@ -115,9 +125,7 @@ class SharedPrefix:
     out_XKRH = (op_XKRH * wp_XKR1 + og_XKRH * wg_XKR1) / (
         lp_XKR1 * wp_XKR1 + lg_XKR1 * wg_XKR1)
     out_XKRH = out_XKRH.astype(q_XTNH.dtype)
-    return out_XKRH.reshape(x, 1, n, h), self.replace(
-        gen_ks=_set(self.gen_ks, layer, gk_XKHS),
-        gen_vs=_set(self.gen_vs, layer, gv_XKSH))
+    return out_XKRH.reshape(x, 1, n, h), updated
 
 
 def _partial_softmax_av(scores, values, spec):

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from leap_jax.model import rope
+from leap_jax.model import cpu_decode, rope
 from leap_jax.model.config import ModelConfig
 
 _INIT_STD = 0.02
@@ -36,12 +36,14 @@ def dense(x: jax.Array, kernel: jax.Array, num_in: int) -> jax.Array:
   """Contracts x's last `num_in` dims with the kernel's first `num_in` dims.
 
   Done as one 2-D [M, K] @ [K, N] matmul on free reshapes: XLA:CPU copies
-  the weights of a multi-dim einsum into another layout on every call.
+  the weights of a multi-dim einsum into another layout on every call. A
+  cpu_decode.Packed kernel (decoding on CPU) goes to that kernel.
   """
   batch, out = x.shape[:x.ndim - num_in], kernel.shape[num_in:]
   k = math.prod(kernel.shape[:num_in])
-  y = x.reshape(-1, k) @ kernel.reshape(k, -1)
-  return y.reshape(*batch, *out)
+  if not isinstance(kernel, cpu_decode.Packed):
+    kernel = kernel.reshape(k, -1)
+  return cpu_decode.matmul(x.reshape(-1, k), kernel).reshape(*batch, *out)
 
 
 class RMSNorm(nnx.Module):
@@ -66,11 +68,12 @@ class Embed(nnx.Module):
                           ('vocab', 'embed'), cfg.dtype)
 
   def __call__(self, tokens_BT: jax.Array) -> jax.Array:
-    return jnp.take(self.table_VD[...], tokens_BT, axis=0)
+    return jnp.take(cpu_decode.unpacked(self.table_VD[...]), tokens_BT, axis=0)
 
   def attend(self, x_BTD: jax.Array) -> jax.Array:
     b, t, d = x_BTD.shape
-    return (x_BTD.reshape(b * t, d) @ self.table_VD[...].T).reshape(b, t, -1)
+    return cpu_decode.matmul(x_BTD.reshape(b * t, d), self.table_VD[...],
+                             transposed=True).reshape(b, t, -1)
 
 
 class AttentionCore(Protocol):

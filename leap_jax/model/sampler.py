@@ -7,7 +7,8 @@ warm-up nothing recompiles. Each
 prompt is prefilled once; its cache is shared by its G samples (see
 kv_cache.SharedPrefix), and the per-sample cache is updated in place in
 the loop (buffers donated). The loop runs on device to the end: no Python
-per token, early exit once every row has hit a stop token.
+per token, early exit once every row has hit a stop token. On CPU, decode
+reads its weights packed for cpu_decode's kernel (packed once per weights).
 """
 
 import dataclasses
@@ -19,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx, struct
 
-from leap_jax.model import kv_cache, sampling
+from leap_jax.model import cpu_decode, kv_cache, sampling, transformer
 from leap_jax.model.config import ModelConfig
 
 MIN_PROMPT_BUCKET = 16
@@ -113,6 +114,8 @@ def decode(graphdef: nnx.GraphDef, params: nnx.State, state: DecodeState,
   the loop running.
   """
   model = nnx.merge(graphdef, params)
+  # Packed params (Sampler decided the CPU kernels apply): attention too.
+  cpu_kernel = cpu_decode.is_packed(params)
   b = state.first_logits_BV.shape[0]
   x, _, gen_len, _ = state.gen_vs[0].shape
   g = x // b
@@ -133,7 +136,8 @@ def decode(graphdef: nnx.GraphDef, params: nnx.State, state: DecodeState,
     # Feeds the token at `step`, samples the one at step + 1.
     step, tok_X, tokens_XS, logps_XS, done_X, lengths_X, gen_ks, gen_vs = carry
     core = kv_cache.SharedPrefix(state.prompt_ks, state.prompt_vs,
-                                 state.prompt_valid_BP, gen_ks, gen_vs, step)
+                                 state.prompt_valid_BP, gen_ks, gen_vs, step,
+                                 cpu_kernel)
     logits_X1V, core = model(tok_X[:, None], (positions_X + step)[:, None],
                              core)
     new_X, logp_X = pick(logits_X1V[:, 0], step + 1)
@@ -157,14 +161,40 @@ def decode(graphdef: nnx.GraphDef, params: nnx.State, state: DecodeState,
                                                        gen_vs=gen_vs)
 
 
+_pack = jax.jit(transformer.pack_for_decode, static_argnums=0)
+
+
 class Sampler:
   """Sampler(graphdef, state, config).generate(prompts, ...) -> SampleBatch."""
 
   def __init__(self, graphdef: nnx.GraphDef, state: nnx.State,
                config: ModelConfig, pad_id: int = 0,
-               min_prompt_bucket: int = MIN_PROMPT_BUCKET):
+               min_prompt_bucket: int = MIN_PROMPT_BUCKET,
+               cpu_kernel: bool | None = None):
+    """cpu_kernel: decode with cpu_decode's kernel; None: where it applies
+    (cpu_decode.usable)."""
     self.graphdef, self.state, self.config = graphdef, state, config
     self.pad_id, self.min_prompt_bucket = pad_id, min_prompt_bucket
+    self.cpu_kernel = cpu_kernel
+
+  @property
+  def state(self) -> nnx.State:
+    return self._state
+
+  @state.setter
+  def state(self, state: nnx.State) -> None:
+    self._state, self._packed = state, None
+
+  def _decode_params(self, rows: int) -> nnx.State:
+    """The params decode reads: packed for the CPU kernel where it is used
+    (once per set of weights), else the state itself."""
+    use = (cpu_decode.usable(self._state, rows) if self.cpu_kernel is None
+           else self.cpu_kernel)
+    if not use:
+      return self._state
+    if self._packed is None:
+      self._packed = _pack(self.config, self._state)
+    return self._packed
 
   def generate(self, prompts: Sequence[Sequence[int]], num_samples: int = 1,
                max_new_tokens: int = 128, temperature: float = 1.0,
@@ -194,7 +224,8 @@ class Sampler:
     state = prefill(self.graphdef, self.state, tokens_BP, valid_BP,
                     num_samples, gen_len)
     tokens, logps, lengths, _ = decode(
-        self.graphdef, self.state, state, mode, np.int32(max_new_tokens),
+        self.graphdef, self._decode_params(len(padded) * num_samples), state,
+        mode, np.int32(max_new_tokens),
         stops_arr, np.int32(self.pad_id), np.float32(max(temperature, 1e-6)),
         np.float32(top_p), rng,
         np.repeat(np.arange(len(padded)) < count, num_samples))

@@ -6,9 +6,15 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from leap_jax.model import kv_cache, rope
+from leap_jax.model import cpu_decode, kv_cache, rope
 from leap_jax.model.config import ModelConfig
-from leap_jax.model.layers import MLP, Attention, Embed, RMSNorm, param
+from leap_jax.model.layers import (MLP, Attention, Embed, RMSNorm, dense,
+                                   param)
+
+# The matmul weights and how many leading dims each contracts.
+MATMUL_NUM_IN = {'q_kernel': 1, 'k_kernel': 1, 'v_kernel': 1, 'o_kernel': 2,
+                 'gate_kernel': 1, 'up_kernel': 1, 'down_kernel': 1,
+                 'lm_head': 1}
 
 
 class Block(nnx.Module):
@@ -64,7 +70,7 @@ class Transformer(nnx.Module):
     if self.cfg.tie_embeddings:
       logits_BTV = self.embed.attend(x_BTD)
     else:
-      logits_BTV = jnp.einsum('btd,dv->btv', x_BTD, self.lm_head[...])
+      logits_BTV = dense(x_BTD, self.lm_head[...], 1)
     return logits_BTV.astype(jnp.float32)
 
   def __call__(self, tokens_BT: jax.Array,
@@ -85,6 +91,14 @@ def abstract_model(cfg: ModelConfig) -> tuple[nnx.GraphDef, nnx.State]:
 def init(cfg: ModelConfig, seed: int = 0) -> tuple[nnx.GraphDef, nnx.State]:
   """A randomly initialised model, split for jit."""
   return nnx.split(Transformer(cfg, nnx.Rngs(seed)))
+
+
+def pack_for_decode(cfg: ModelConfig, state: nnx.State) -> nnx.State:
+  """The state with its matmul weights in cpu_decode's packed layout (the
+  tied embedding table too, kept also as is for the token lookup)."""
+  return cpu_decode.pack_state(
+      state, MATMUL_NUM_IN,
+      frozenset({'table_VD'}) if cfg.tie_embeddings else frozenset())
 
 
 def forward(graphdef: nnx.GraphDef, state: nnx.State, tokens_BT: jax.Array,

@@ -3,16 +3,21 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from flax import nnx
 
-from leap_jax.model import kv_cache, transformer, weights
+from leap_jax.model import cpu_decode, kv_cache, transformer, weights
 
 forward = jax.jit(transformer.forward, static_argnums=0)
 
 
-def test_shared_prefix_decode_equals_full_forward(tiny_dirs):
+@pytest.mark.parametrize('cpu_kernel', [
+    False, pytest.param(True, marks=pytest.mark.skipif(
+        not cpu_decode.available(), reason='no C++ compiler'))])
+def test_shared_prefix_decode_equals_full_forward(tiny_dirs, cpu_kernel):
   """Prompts (left-padded) prefilled once, G continuations decoded step by
-  step, must give the logits of running each whole sequence at once."""
+  step, must give the logits of running each whole sequence at once (with
+  XLA's attention or cpu_decode's kernel)."""
   graphdef, state, cfg = weights.load(tiny_dirs['qwen2'])
   model = nnx.merge(graphdef, state)
   rng = np.random.RandomState(0)
@@ -29,7 +34,8 @@ def test_shared_prefix_decode_equals_full_forward(tiny_dirs):
   gen_ks = tuple(jnp.zeros((b * g, kv, h, s)) for _ in range(cfg.num_layers))
   gen_vs = tuple(jnp.zeros((b * g, kv, s, h)) for _ in range(cfg.num_layers))
   core = kv_cache.SharedPrefix(prompt_core.ks, prompt_core.vs,
-                               jnp.asarray(valid_BP), gen_ks, gen_vs, 0)
+                               jnp.asarray(valid_BP), gen_ks, gen_vs, 0,
+                               cpu_kernel)
   new_XS = rng.randint(0, 128, (b * g, steps)).astype(np.int32)
   lengths_X = np.repeat([len(pr) for pr in prompts], g)
   step_fn = jax.jit(lambda tok, pos, core: model(tok, pos, core))

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from leap_jax.model import cpu_decode
 from leap_jax.model import sampler as sampler_lib
 from leap_jax.model import weights
 from tests.model.conftest import torch_model
@@ -49,6 +50,33 @@ def test_logprobs_are_the_models(tiny_dirs):
     expected = torch.log_softmax(logits, -1).gather(
         -1, torch.tensor(batch.tokens[row])[:, None])[:, 0].numpy()
     np.testing.assert_allclose(batch.logprobs[row], expected, atol=1e-4)
+
+
+@pytest.mark.skipif(not cpu_decode.available(), reason='no C++ compiler')
+@pytest.mark.parametrize('family', ['llama', 'qwen2'])  # untied, tied
+def test_cpu_kernel_samples_as_xla_dot(tiny_dirs, family):
+  graphdef, state, cfg = weights.load(tiny_dirs[family])
+  runs = [sampler_lib.Sampler(graphdef, state, cfg, cpu_kernel=kernel)
+          .generate(PROMPTS, num_samples=2, max_new_tokens=12,
+                    temperature=0.8, stop_token_ids=[], rng=5)
+          for kernel in (False, True)]
+  np.testing.assert_array_equal(runs[1].tokens, runs[0].tokens)
+  np.testing.assert_allclose(runs[1].logprobs, runs[0].logprobs, atol=1e-5)
+
+
+@pytest.mark.skipif(not cpu_decode.available(), reason='no C++ compiler')
+def test_new_params_are_packed_again(tiny_dirs):
+  graphdef, state, cfg = weights.load(tiny_dirs['llama'])
+  moved = jax.tree.map(lambda a: a * 1.5, state)
+  run = lambda smp: smp.generate(PROMPTS, max_new_tokens=6, temperature=0.0,
+                                 stop_token_ids=[])
+  smp = sampler_lib.Sampler(graphdef, state, cfg, cpu_kernel=True)
+  before = run(smp)
+  smp.state = moved
+  after = run(smp)
+  fresh = run(sampler_lib.Sampler(graphdef, moved, cfg, cpu_kernel=True))
+  np.testing.assert_array_equal(after.logprobs, fresh.logprobs)
+  assert np.abs(after.logprobs - before.logprobs).max() > 1e-3
 
 
 def test_stop_tokens_end_rows(tiny_dirs):

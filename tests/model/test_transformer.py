@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from leap_jax.model import kv_cache, transformer, weights
+from leap_jax.model import cpu_decode, kv_cache, transformer, weights
 from tests.model.conftest import torch_logits, torch_model, write_tiny
 
 forward = jax.jit(transformer.forward, static_argnums=0)
@@ -89,3 +89,19 @@ def test_init_and_abstract_model_agree():
   n = sum(x.size for x in jax.tree.leaves(state))
   # num_params ignores the two q/k-norm vectors per layer.
   assert cfg.num_params() == n - 2 * cfg.head_dim
+
+
+@pytest.mark.skipif(not cpu_decode.available(), reason='no C++ compiler')
+@pytest.mark.parametrize('family', ['llama', 'qwen2', 'qwen3'])
+def test_packed_state_gives_the_same_logits(tiny_dirs, family):
+  graphdef, state, cfg = weights.load(tiny_dirs[family])
+  packed = transformer.pack_for_decode(cfg, state)
+  leaves = jax.tree.leaves(packed, is_leaf=lambda x: isinstance(
+      x, cpu_decode.Packed))
+  # 7 matmul weights a layer, plus the output projection (tied or not).
+  assert sum(isinstance(x, cpu_decode.Packed) for x in leaves) == (
+      7 * cfg.num_layers + 1)
+  tokens = jnp.asarray(_tokens((2, 7)))
+  ours, _ = forward(graphdef, packed, tokens)
+  plain, _ = forward(graphdef, state, tokens)
+  np.testing.assert_allclose(np.asarray(ours), np.asarray(plain), atol=1e-5)
