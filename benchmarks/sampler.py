@@ -6,9 +6,9 @@ temperature 1, no top-k/top-p). Both sides make exactly N tokens per row
 (ours: no stop tokens; transformers: min_new_tokens=N) so they do the same
 work. Tokens/s are steady state: each side gets a warm-up call first. The
 compute floor: this machine's f32 matmul FLOP/s, measured in the same run.
-Ours decodes with cpu_decode's kernel where it is available (the one-time
-packing of the weights is timed on its own) and, for comparison in the same
-run, with XLA's dot (--xla_dot).
+Ours decodes with cpu_decode's kernels (packed-weight matmul, attention)
+where they are available (the one-time packing of the weights is timed on
+its own) and, for comparison in the same run, with XLA's ops (--xla_dot).
 
 Transformers runs under torch.inference_mode with use_cache=True and as
 many torch threads as cores, in child processes, once per OpenMP wait policy
@@ -44,7 +44,7 @@ flags.DEFINE_integer('max_new_tokens', 128, 'New tokens per sample.')
 flags.DEFINE_integer('repeats', 3, 'Timed calls of our sampler (median).')
 flags.DEFINE_bool('skip_transformers', False, 'Only time our sampler.')
 flags.DEFINE_bool('xla_dot', True,
-                  'Also time our sampler with XLA dot, without the kernel.')
+                  'Also time our sampler with XLA ops, without the kernels.')
 flags.DEFINE_integer('hf_repeats', 1, 'Timed calls of transformers (median).')
 flags.DEFINE_list('omp_policies', ['PASSIVE', 'ACTIVE'],
                   'OpenMP wait policies transformers is timed under.')
@@ -91,11 +91,11 @@ def matmul_flops_per_s(n: int = 2048, reps: int = 5) -> float:
 
 
 def time_ours(graphdef, state, cfg, prompt_ids, g, n, repeats,
-              cpu_kernel=None):
+              cpu_kernels=None):
   """Warm-up seconds, steady generate() seconds, steady prefill seconds."""
   import jax
   from leap_jax.model import sampler
-  smp = sampler.Sampler(graphdef, state, cfg, cpu_kernel=cpu_kernel)
+  smp = sampler.Sampler(graphdef, state, cfg, cpu_kernels=cpu_kernels)
   run = lambda seed: smp.generate([prompt_ids], num_samples=g,
                                   max_new_tokens=n, temperature=1.0,
                                   stop_token_ids=[], rng=seed)
@@ -121,8 +121,8 @@ def time_ours(graphdef, state, cfg, prompt_ids, g, n, repeats,
 
 
 def time_packing(graphdef, state, cfg):
-  """Seconds to pack the weights for the kernel (once per weights), or
-  None where the kernel is not used."""
+  """Seconds to pack the weights for the kernels (once per weights), or
+  None where the kernels are not used."""
   import jax
   from leap_jax.model import cpu_decode, transformer
   del graphdef
@@ -233,7 +233,7 @@ def main(argv):
   dot_tps = dot_step = None
   if FLAGS.xla_dot and pack_s is not None:
     _, dot_times, dot_prefills = time_ours(*model, prompt_ids, g, n,
-                                           FLAGS.repeats, cpu_kernel=False)
+                                           FLAGS.repeats, cpu_kernels=False)
     dot_s = statistics.median(dot_times)
     dot_tps = g * n / dot_s
     dot_step = (dot_s - statistics.median(dot_prefills)) / (n - 1)
@@ -260,14 +260,14 @@ def main(argv):
       ('ours: per decode step', f'{1000 * ours_step:.1f} ms'),
       ('ours: tokens/s', f'{ours_tps:.1f}'),
       ('ours: share of f32 peak', f'{100 * share:.1f} %'),
-      ('ours: decode matmuls', 'XLA dot' if pack_s is None else
-       f'cpu_decode kernel (packing the weights once: {pack_s:.2f} s)'),
+      ('ours: decode', 'XLA ops' if pack_s is None else
+       f'cpu_decode kernels (packing the weights once: {pack_s:.2f} s)'),
   ]
   if dot_tps is not None:
     rows += [
-        ('ours with XLA dot: per decode step', f'{1000 * dot_step:.1f} ms'),
-        ('ours with XLA dot: tokens/s',
-         f'{dot_tps:.1f} (kernel / XLA dot: {ours_tps / dot_tps:.2f} x)'),
+        ('ours with XLA ops: per decode step', f'{1000 * dot_step:.1f} ms'),
+        ('ours with XLA ops: tokens/s',
+         f'{dot_tps:.1f} (kernels / XLA ops: {ours_tps / dot_tps:.2f} x)'),
     ]
   if hf_tps is not None:
     rows += [
@@ -303,7 +303,7 @@ def main(argv):
       'transformers_tokens_per_s_by_policy': {
           p: round(v, 2) for p, v in policy_tps.items()},
       'ours_share_of_f32_peak': round(share, 4),
-      'ours_cpu_kernel': pack_s is not None,
+      'ours_cpu_kernels': pack_s is not None,
       'ours_pack_seconds': None if pack_s is None else round(pack_s, 3),
       'ours_xla_dot_tokens_per_s': (None if dot_tps is None
                                     else round(dot_tps, 2)),

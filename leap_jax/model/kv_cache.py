@@ -66,7 +66,7 @@ class SharedPrefix:
   shared by their G samples; prompt_valid_BP is False at their left padding.
   gen_ks/vs: per layer [X, K, H, S] / [X, K, S, H], each sample's own tokens.
   step: slot of this step's token in the gen cache (it sees slots <= step).
-  cpu_kernel: static; attend with cpu_decode.attention (f32 caches on CPU).
+  cpu_kernels: static; attend with cpu_decode.attention (f32 caches on CPU).
   """
   prompt_ks: Layers
   prompt_vs: Layers
@@ -74,7 +74,7 @@ class SharedPrefix:
   gen_ks: Layers
   gen_vs: Layers
   step: jax.Array
-  cpu_kernel: bool = struct.field(pytree_node=False, default=False)
+  cpu_kernels: bool = struct.field(pytree_node=False, default=False)
 
   def attend(self, layer: int, q_XTNH: jax.Array, k_XTKH: jax.Array,
              v_XTKH: jax.Array) -> tuple[jax.Array, 'SharedPrefix']:
@@ -92,7 +92,7 @@ class SharedPrefix:
         (0, 0, self.step, 0))
     updated = self.replace(gen_ks=_set(self.gen_ks, layer, gk_XKHS),
                            gen_vs=_set(self.gen_vs, layer, gv_XKSH))
-    if self.cpu_kernel:
+    if self.cpu_kernels:
       out_XKRH = cpu_decode.attention(
           q_XTNH.reshape(x, kv, r, h), pk_BKHP, pv_BKPH, self.prompt_valid_BP,
           gk_XKHS, gv_XKSH, self.step)

@@ -8,7 +8,7 @@ prompt is prefilled once; its cache is shared by its G samples (see
 kv_cache.SharedPrefix), and the per-sample cache is updated in place in
 the loop (buffers donated). The loop runs on device to the end: no Python
 per token, early exit once every row has hit a stop token. On CPU, decode
-reads its weights packed for cpu_decode's kernel (packed once per weights).
+reads its weights packed for cpu_decode's kernels (once per weights).
 """
 
 import dataclasses
@@ -115,7 +115,7 @@ def decode(graphdef: nnx.GraphDef, params: nnx.State, state: DecodeState,
   """
   model = nnx.merge(graphdef, params)
   # Packed params (Sampler decided the CPU kernels apply): attention too.
-  cpu_kernel = cpu_decode.is_packed(params)
+  cpu_kernels = cpu_decode.is_packed(params)
   b = state.first_logits_BV.shape[0]
   x, _, gen_len, _ = state.gen_vs[0].shape
   g = x // b
@@ -137,7 +137,7 @@ def decode(graphdef: nnx.GraphDef, params: nnx.State, state: DecodeState,
     step, tok_X, tokens_XS, logps_XS, done_X, lengths_X, gen_ks, gen_vs = carry
     core = kv_cache.SharedPrefix(state.prompt_ks, state.prompt_vs,
                                  state.prompt_valid_BP, gen_ks, gen_vs, step,
-                                 cpu_kernel)
+                                 cpu_kernels)
     logits_X1V, core = model(tok_X[:, None], (positions_X + step)[:, None],
                              core)
     new_X, logp_X = pick(logits_X1V[:, 0], step + 1)
@@ -170,12 +170,12 @@ class Sampler:
   def __init__(self, graphdef: nnx.GraphDef, state: nnx.State,
                config: ModelConfig, pad_id: int = 0,
                min_prompt_bucket: int = MIN_PROMPT_BUCKET,
-               cpu_kernel: bool | None = None):
-    """cpu_kernel: decode with cpu_decode's kernel; None: where it applies
+               cpu_kernels: bool | None = None):
+    """cpu_kernels: decode with cpu_decode's kernels; None: where they apply
     (cpu_decode.usable)."""
     self.graphdef, self.state, self.config = graphdef, state, config
     self.pad_id, self.min_prompt_bucket = pad_id, min_prompt_bucket
-    self.cpu_kernel = cpu_kernel
+    self.cpu_kernels = cpu_kernels
 
   @property
   def state(self) -> nnx.State:
@@ -186,10 +186,10 @@ class Sampler:
     self._state, self._packed = state, None
 
   def _decode_params(self, rows: int) -> nnx.State:
-    """The params decode reads: packed for the CPU kernel where it is used
-    (once per set of weights), else the state itself."""
-    use = (cpu_decode.usable(self._state, rows) if self.cpu_kernel is None
-           else self.cpu_kernel)
+    """The params decode reads: packed for the CPU kernels where they are
+    used (once per set of weights), else the state itself."""
+    use = (cpu_decode.usable(self._state, rows) if self.cpu_kernels is None
+           else self.cpu_kernels)
     if not use:
       return self._state
     if self._packed is None:

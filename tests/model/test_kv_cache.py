@@ -11,10 +11,10 @@ from leap_jax.model import cpu_decode, kv_cache, transformer, weights
 forward = jax.jit(transformer.forward, static_argnums=0)
 
 
-@pytest.mark.parametrize('cpu_kernel', [
+@pytest.mark.parametrize('cpu_kernels', [
     False, pytest.param(True, marks=pytest.mark.skipif(
         not cpu_decode.available(), reason='no C++ compiler'))])
-def test_shared_prefix_decode_equals_full_forward(tiny_dirs, cpu_kernel):
+def test_shared_prefix_decode_equals_full_forward(tiny_dirs, cpu_kernels):
   """Prompts (left-padded) prefilled once, G continuations decoded step by
   step, must give the logits of running each whole sequence at once (with
   XLA's attention or cpu_decode's kernel)."""
@@ -35,7 +35,7 @@ def test_shared_prefix_decode_equals_full_forward(tiny_dirs, cpu_kernel):
   gen_vs = tuple(jnp.zeros((b * g, kv, s, h)) for _ in range(cfg.num_layers))
   core = kv_cache.SharedPrefix(prompt_core.ks, prompt_core.vs,
                                jnp.asarray(valid_BP), gen_ks, gen_vs, 0,
-                               cpu_kernel)
+                               cpu_kernels)
   new_XS = rng.randint(0, 128, (b * g, steps)).astype(np.int32)
   lengths_X = np.repeat([len(pr) for pr in prompts], g)
   step_fn = jax.jit(lambda tok, pos, core: model(tok, pos, core))

@@ -56,7 +56,7 @@ def test_logprobs_are_the_models(tiny_dirs):
 @pytest.mark.parametrize('family', ['llama', 'qwen2'])  # untied, tied
 def test_cpu_kernel_samples_as_xla_dot(tiny_dirs, family):
   graphdef, state, cfg = weights.load(tiny_dirs[family])
-  runs = [sampler_lib.Sampler(graphdef, state, cfg, cpu_kernel=kernel)
+  runs = [sampler_lib.Sampler(graphdef, state, cfg, cpu_kernels=kernel)
           .generate(PROMPTS, num_samples=2, max_new_tokens=12,
                     temperature=0.8, stop_token_ids=[], rng=5)
           for kernel in (False, True)]
@@ -70,11 +70,11 @@ def test_new_params_are_packed_again(tiny_dirs):
   moved = jax.tree.map(lambda a: a * 1.5, state)
   run = lambda smp: smp.generate(PROMPTS, max_new_tokens=6, temperature=0.0,
                                  stop_token_ids=[])
-  smp = sampler_lib.Sampler(graphdef, state, cfg, cpu_kernel=True)
+  smp = sampler_lib.Sampler(graphdef, state, cfg, cpu_kernels=True)
   before = run(smp)
   smp.state = moved
   after = run(smp)
-  fresh = run(sampler_lib.Sampler(graphdef, moved, cfg, cpu_kernel=True))
+  fresh = run(sampler_lib.Sampler(graphdef, moved, cfg, cpu_kernels=True))
   np.testing.assert_array_equal(after.logprobs, fresh.logprobs)
   assert np.abs(after.logprobs - before.logprobs).max() > 1e-3
 
