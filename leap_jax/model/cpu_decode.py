@@ -23,6 +23,7 @@ import hashlib
 import math
 import os
 import pathlib
+import platform
 import shutil
 import subprocess
 import tempfile
@@ -79,8 +80,19 @@ def _compile_command(compiler: str, out: pathlib.Path) -> list[str]:
           '-o', str(out)]
 
 
+def _cpu_identity() -> bytes:
+  """What -march=native compiles for: a home directory shared by hosts of
+  other CPUs must not hand them this host's library."""
+  try:
+    with open('/proc/cpuinfo') as f:
+      return ''.join(sorted({line for line in f if line.startswith(
+          ('model name', 'flags'))})).encode()
+  except OSError:
+    return platform.processor().encode() + platform.machine().encode()
+
+
 def build() -> pathlib.Path:
-  """The compiled kernel (built once per source, jax version and compiler).
+  """The compiled kernels (once per source, jax version, compiler and CPU).
 
   Raises RuntimeError if there is no compiler or it fails.
   """
@@ -89,7 +101,7 @@ def build() -> pathlib.Path:
     raise RuntimeError(f'no C++ compiler {compiler!r} on PATH')
   command = ' '.join(_compile_command(compiler, pathlib.Path()))
   key = hashlib.sha256(_SOURCE.read_bytes() + jax.__version__.encode() +
-                       command.encode()).hexdigest()[:16]
+                       command.encode() + _cpu_identity()).hexdigest()[:16]
   lib = cache_dir() / f'cpu_decode-{key}.so'
   if lib.exists():
     return lib

@@ -140,6 +140,10 @@ def test_build_is_cached(tmp_path, monkeypatch):
   stamp = first.stat().st_mtime_ns
   assert cpu_decode.build() == first and first.stat().st_mtime_ns == stamp
   assert [p.name for p in tmp_path.iterdir()] == [first.name]  # no temp left
+  # Another CPU (a home directory shared across hosts) gets its own build.
+  monkeypatch.setattr(cpu_decode, '_cpu_identity', lambda: b'flags: sse2')
+  other = cpu_decode.build()
+  assert other != first and other.exists() and first.exists()
 
 
 def _attention_reference(q, pk, pv, valid, gk, gv, step):
