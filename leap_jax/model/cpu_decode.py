@@ -43,7 +43,6 @@ MAX_ROWS = 64
 _SOURCE = pathlib.Path(__file__).with_name('cpu_decode.cc')
 _MATMUL = 'leap_cpu_matmul_packed'
 _ATTENTION = 'leap_cpu_decode_attention'
-NEG_INF = -1e30  # as layers.NEG_INF: masked prompt positions
 
 
 @struct.dataclass
@@ -141,6 +140,12 @@ def available() -> bool:
   return True
 
 
+def _require() -> None:
+  if not available():
+    raise RuntimeError('the cpu_decode kernels are unavailable (see the '
+                       'warning logged)')
+
+
 def usable(params, rows: int) -> bool:
   """Whether decoding `rows` rows with these params can use the kernel:
   f32 params on one CPU device, few rows, kernel available."""
@@ -200,9 +205,7 @@ def matmul(x_MK: jax.Array, w, transposed: bool = False) -> jax.Array:
   """x @ w ([K, N]; x @ w.T if transposed): by the kernel if w is Packed."""
   if not isinstance(w, Packed):
     return x_MK @ (w.T if transposed else w)
-  if not available():
-    raise RuntimeError('a Packed weight needs the cpu_decode kernel, which '
-                       'is unavailable (see the warning logged)')
+  _require()
   if w.transposed != transposed:
     raise ValueError('weight packed with transposed=%s, used with %s'
                      % (w.transposed, transposed))
@@ -214,19 +217,19 @@ def matmul(x_MK: jax.Array, w, transposed: bool = False) -> jax.Array:
 
 
 def attention(q_XKRH: jax.Array, prompt_k_BKHP: jax.Array,
-              prompt_v_BKPH: jax.Array, prompt_valid_BP: jax.Array,
+              prompt_v_BKPH: jax.Array, prompt_bias_BP: jax.Array,
               gen_k_XKHS: jax.Array, gen_v_XKSH: jax.Array,
               step: jax.Array) -> jax.Array:
   """softmax(q . [prompt keys, generated keys 0..step]) @ values, f32.
 
   Rows are prompt-major (row x belongs to prompt x // G); q is already
-  scaled. The generated caches already hold this step's key and value.
+  scaled. prompt_bias_BP is added to the prompt scores (0, or a large
+  negative at padding). The generated caches already hold this step's key
+  and value.
   """
-  if not available():
-    raise RuntimeError('cpu_decode.attention needs the kernel, which is '
-                       'unavailable (see the warning logged)')
-  bias_BP = jnp.where(prompt_valid_BP, 0.0, NEG_INF).astype(jnp.float32)
+  _require()
   call = jax.ffi.ffi_call(_ATTENTION, jax.ShapeDtypeStruct(q_XKRH.shape,
                                                            jnp.float32))
   return call(q_XKRH.astype(jnp.float32), prompt_k_BKHP, prompt_v_BKPH,
-              bias_BP, gen_k_XKHS, gen_v_XKSH, jnp.asarray(step, jnp.int32))
+              prompt_bias_BP.astype(jnp.float32), gen_k_XKHS, gen_v_XKSH,
+              jnp.asarray(step, jnp.int32))

@@ -94,8 +94,9 @@ class SharedPrefix:
                            gen_vs=_set(self.gen_vs, layer, gv_XKSH))
     if self.cpu_kernels:
       out_XKRH = cpu_decode.attention(
-          q_XTNH.reshape(x, kv, r, h), pk_BKHP, pv_BKPH, self.prompt_valid_BP,
-          gk_XKHS, gv_XKSH, self.step)
+          q_XTNH.reshape(x, kv, r, h), pk_BKHP, pv_BKPH,
+          jnp.where(self.prompt_valid_BP, 0.0, NEG_INF), gk_XKHS, gv_XKSH,
+          self.step)
       return out_XKRH.astype(q_XTNH.dtype).reshape(x, 1, n, h), updated
 
     # Two softmax pieces merged by their maxima (as flash attention does):

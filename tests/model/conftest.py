@@ -11,7 +11,11 @@ import pytest
 import torch
 import transformers
 
-from leap_jax.model import smollm2
+from leap_jax.model import cpu_decode, smollm2
+
+# On a host without a C++ compiler the CPU decode kernels are not built.
+needs_cpu_kernels = pytest.mark.skipif(not cpu_decode.available(),
+                                       reason='no C++ compiler')
 
 TINY = dict(vocab_size=128, hidden_size=64, intermediate_size=96,
             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,

@@ -8,9 +8,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from leap_jax.model import cpu_decode
-
-needs_kernel = pytest.mark.skipif(not cpu_decode.available(),
-                                  reason='no C++ compiler on this host')
+from leap_jax.model.layers import NEG_INF
+from tests.model.conftest import needs_cpu_kernels
 
 
 def _rand(*shape, seed=0):
@@ -31,7 +30,7 @@ def test_pack_layout_by_hand():
     packed[0]  # pylint: disable=pointless-statement
 
 
-@needs_kernel
+@needs_cpu_kernels
 @settings(max_examples=12, deadline=None)
 @given(m=st.integers(1, 70), k=st.integers(1, 80), n=st.integers(1, 110))
 def test_matches_numpy(m, k, n):
@@ -41,7 +40,7 @@ def test_matches_numpy(m, k, n):
   np.testing.assert_allclose(np.asarray(y), x @ w, atol=1e-4, rtol=1e-4)
 
 
-@needs_kernel
+@needs_cpu_kernels
 def test_decode_sizes_inside_a_loop():
   # SmolLM2's MLP shape, 16 rows, called from a while loop as decode does.
   x, w = _rand(16, 576), _rand(576, 1536, seed=1) * 0.05
@@ -57,7 +56,7 @@ def test_decode_sizes_inside_a_loop():
                              atol=1e-5, rtol=1e-4)
 
 
-@needs_kernel
+@needs_cpu_kernels
 def test_transposed_and_multi_dim_weights():
   x, table_NK = _rand(5, 24), _rand(70, 24, seed=2)
   packed = cpu_decode.pack(jnp.asarray(table_NK), transposed=True,
@@ -132,7 +131,7 @@ def test_switched_off_by_environment(monkeypatch):
     cpu_decode.available.cache_clear()
 
 
-@needs_kernel
+@needs_cpu_kernels
 def test_build_is_cached(tmp_path, monkeypatch):
   monkeypatch.setenv('LEAP_JAX_CACHE', str(tmp_path))
   first = cpu_decode.build()
@@ -165,7 +164,7 @@ def _attention_reference(q, pk, pv, valid, gk, gv, step):
   return out
 
 
-@needs_kernel
+@needs_cpu_kernels
 @pytest.mark.parametrize('b,g,kv,r,h,p,s,step', [
     (1, 16, 3, 3, 64, 320, 128, 0),  # SmolLM2's shapes, first step
     (1, 16, 3, 3, 64, 320, 128, 77),
@@ -181,19 +180,20 @@ def test_attention_matches_numpy(b, g, kv, r, h, p, s, step):
             for shape in ((b * g, kv, h, s), (b * g, kv, s, h)))
   valid = rng.rand(b, p) > 0.3
   valid[0] = False  # a prompt of padding only still sees its own tokens
-  out = jax.jit(cpu_decode.attention)(q, pk, pv, valid, gk, gv, step)
+  bias = np.where(valid, 0.0, NEG_INF).astype(np.float32)
+  out = jax.jit(cpu_decode.attention)(q, pk, pv, bias, gk, gv, step)
   chex.assert_shape(out, q.shape)
   np.testing.assert_allclose(
       np.asarray(out), _attention_reference(q, pk, pv, valid, gk, gv, step),
       atol=2e-5)
 
 
-@needs_kernel
+@needs_cpu_kernels
 def test_attention_rejects_a_step_outside_the_cache():
   q = np.zeros((2, 1, 1, 4), np.float32)
   caches = (np.zeros((1, 1, 4, 3), np.float32), np.zeros((1, 1, 3, 4),
                                                          np.float32),
-            np.ones((1, 3), bool), np.zeros((2, 1, 4, 8), np.float32),
+            np.zeros((1, 3), np.float32), np.zeros((2, 1, 4, 8), np.float32),
             np.zeros((2, 1, 8, 4), np.float32))
   with pytest.raises(Exception, match='step out of range'):
     jax.block_until_ready(cpu_decode.attention(q, *caches, 8))

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from leap_jax.model import cpu_decode, kv_cache, transformer, weights
+from leap_jax.model import kv_cache, transformer, weights
+from tests.model.conftest import needs_cpu_kernels
 
 forward = jax.jit(transformer.forward, static_argnums=0)
 
 
 @pytest.mark.parametrize('cpu_kernels', [
-    False, pytest.param(True, marks=pytest.mark.skipif(
-        not cpu_decode.available(), reason='no C++ compiler'))])
+    False, pytest.param(True, marks=needs_cpu_kernels)])
 def test_shared_prefix_decode_equals_full_forward(tiny_dirs, cpu_kernels):
   """Prompts (left-padded) prefilled once, G continuations decoded step by
   step, must give the logits of running each whole sequence at once (with

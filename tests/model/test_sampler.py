@@ -6,10 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from leap_jax.model import cpu_decode
 from leap_jax.model import sampler as sampler_lib
 from leap_jax.model import weights
-from tests.model.conftest import torch_model
+from tests.model.conftest import needs_cpu_kernels, torch_model
 
 PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [12, 13, 14], [3] * 17]
 
@@ -52,7 +51,7 @@ def test_logprobs_are_the_models(tiny_dirs):
     np.testing.assert_allclose(batch.logprobs[row], expected, atol=1e-4)
 
 
-@pytest.mark.skipif(not cpu_decode.available(), reason='no C++ compiler')
+@needs_cpu_kernels
 @pytest.mark.parametrize('family', ['llama', 'qwen2'])  # untied, tied
 def test_cpu_kernel_samples_as_xla_dot(tiny_dirs, family):
   graphdef, state, cfg = weights.load(tiny_dirs[family])
@@ -64,7 +63,7 @@ def test_cpu_kernel_samples_as_xla_dot(tiny_dirs, family):
   np.testing.assert_allclose(runs[1].logprobs, runs[0].logprobs, atol=1e-5)
 
 
-@pytest.mark.skipif(not cpu_decode.available(), reason='no C++ compiler')
+@needs_cpu_kernels
 def test_new_params_are_packed_again(tiny_dirs):
   graphdef, state, cfg = weights.load(tiny_dirs['llama'])
   moved = jax.tree.map(lambda a: a * 1.5, state)

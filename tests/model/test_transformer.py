@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from leap_jax.model import cpu_decode, kv_cache, transformer, weights
-from tests.model.conftest import torch_logits, torch_model, write_tiny
+from tests.model.conftest import needs_cpu_kernels, torch_logits, torch_model, write_tiny
 
 forward = jax.jit(transformer.forward, static_argnums=0)
 
@@ -91,7 +91,7 @@ def test_init_and_abstract_model_agree():
   assert cfg.num_params() == n - 2 * cfg.head_dim
 
 
-@pytest.mark.skipif(not cpu_decode.available(), reason='no C++ compiler')
+@needs_cpu_kernels
 @pytest.mark.parametrize('family', ['llama', 'qwen2', 'qwen3'])
 def test_packed_state_gives_the_same_logits(tiny_dirs, family):
   graphdef, state, cfg = weights.load(tiny_dirs[family])
