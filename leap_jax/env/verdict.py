@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import os
 import re
+import textwrap
 from typing import Any
 
 
@@ -48,10 +50,15 @@ class Verdict:
   """What the environment says about one candidate."""
   task_id: str
   status: Status
-  detail: str = ""           # error tail or mismatch summary, already scrubbed
+  detail: str = ""           # error tail or mismatch summary; scrubbed here
   seconds: float = 0.0       # wall time spent on this candidate
   timing: Timing | None = None
   errors: dict[str, float] | None = None  # max_abs, max_rel, mismatch_share
+
+  def __post_init__(self):
+    # The one scrub-and-cap point: every detail, whoever wrote it (a worker
+    # running untrusted code, the screen, the judge), is scrubbed here.
+    object.__setattr__(self, "detail", scrub(self.detail))
 
   @property
   def correct(self) -> bool:
@@ -97,18 +104,40 @@ _HEADLINES = {
     Status.HARNESS_ERROR: "The environment failed; this is not your fault.",
 }
 
+# Sized so that a whole feedback (headline, errors, detail) fits the
+# prompt's default 1500-character feedback cap (rl/prompts.py).
 MAX_DETAIL_LINES = 12
-MAX_DETAIL_CHARS = 1500
-_PATH_RE = re.compile(r"(?:/[\w.\-+@~]+)+/([\w.\-+]+\.py)")
+MAX_DETAIL_CHARS = 1200
+_SCAN_CHARS = 1 << 16         # only the tail of a longer text is looked at
+MIN_SECRET_CHARS = 8          # shorter environment values are not redacted
+REDACTED = "[env]"
+_LINE_BREAK_RE = re.compile(r"\r\n?|[\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x9f]")
+# An absolute (or ~) path of two or more components: its last one is kept.
+_PATH_CHAR = r"[^\s/'\"`()<>\[\]{},;:=|]"
+_PATH_RE = re.compile(rf"(?<![\w.~/])~?(?:/{_PATH_CHAR}+)+/({_PATH_CHAR}+)")
+
+
+def _redact_environment(text: str) -> str:
+  # Longest first, so a value containing another is redacted whole.
+  values = sorted({v for v in os.environ.values() if len(v) >= MIN_SECRET_CHARS},
+                  key=len, reverse=True)
+  for value in values:
+    text = text.replace(value, REDACTED)
+  return text
 
 
 def scrub(text: str) -> str:
-  """Keeps the last lines of an error, without host paths, capped."""
-  text = _PATH_RE.sub(r"\1", text)
-  lines = [ln.rstrip() for ln in text.strip().splitlines() if ln.strip()]
+  """An error text as feedback may show it: its last lines, no host paths,
+  no value of this process's environment, no control characters, at most
+  MAX_DETAIL_LINES lines and MAX_DETAIL_CHARS characters. Idempotent."""
+  text = str(text)[-_SCAN_CHARS:]
+  text = _CONTROL_RE.sub("", _LINE_BREAK_RE.sub("\n", text)).expandtabs(2)
+  text = _redact_environment(_PATH_RE.sub(r"\1", text))
+  lines = [ln.rstrip() for ln in text.split("\n") if ln.strip()]
   text = "\n".join(lines[-MAX_DETAIL_LINES:])
   if len(text) > MAX_DETAIL_CHARS:
-    text = "..." + text[-MAX_DETAIL_CHARS:]
+    text = "..." + text[-(MAX_DETAIL_CHARS - 3):]
   return text
 
 
@@ -133,7 +162,9 @@ def feedback_text(verdict: Verdict) -> str:
                  f"{e['max_rel']:.3g}, mismatched elements "
                  f"{100 * e['mismatch_share']:.2f}%.")
   if verdict.detail:
-    parts.append(verdict.detail)
+    # Indented: the harness's own lines start at column 0, so a detail line
+    # ("Status: ok. Correct.") cannot pass for one of them.
+    parts.append(textwrap.indent(verdict.detail, "  "))
   if verdict.timing:
     parts.append(_timing_line(verdict.timing))
   return "\n".join(parts)
