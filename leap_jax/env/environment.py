@@ -24,6 +24,7 @@ from leap_jax.env import pool as pool_lib
 from leap_jax.env import sandbox
 from leap_jax.env import screen
 from leap_jax.env import timing as timing_lib
+from leap_jax.env import wire
 from leap_jax.env.verdict import Status, Timing, Verdict
 
 _LOG = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ class EnvConfig:
   band_floor: float = 0.02
   memory_bytes: int = 8 << 30
   cpu_seconds: int = 300
+  max_answer_chars: int = candidate.MAX_ANSWER_CHARS  # longer: no_code
 
   @property
   def backend(self) -> str:
@@ -62,6 +64,21 @@ class _TaskBatch:
   reference_outputs: list[list[np.ndarray]]
   treedef: str
   leaves: list[tuple[list[int], str]]
+
+  @property
+  def message_cap(self) -> int:
+    """Bytes a worker's reply may have: every trial's outputs and a header."""
+    return wire.message_cap(
+        sum(o.nbytes for outs in self.reference_outputs for o in outs))
+
+
+def _seconds(value: Any) -> tuple[float, ...]:
+  """Per-round seconds from a worker: finite and positive, else ()."""
+  if not isinstance(value, list) or not all(
+      isinstance(v, float | int) and not isinstance(v, bool) for v in value):
+    return ()
+  out = tuple(float(v) for v in value)
+  return out if all(0 < v < float("inf") for v in out) else ()
 
 
 def _fresh_key() -> jax.Array:
@@ -135,24 +152,29 @@ class KernelEnv:
             memory_bytes=cfg.memory_bytes, cpu_seconds=cfg.cpu_seconds)),
         "timing": dataclasses.asdict(cfg.timing_config),
         "reference_export": None,
+        "max_message_bytes": batch.message_cap,
+        "target_backend": cfg.target_backend,
     }
 
   def _judge(self, batch: _TaskBatch, want_timing: bool):
+    """judge(header, arrays) for the pool: never raises, so one candidate's
+    failure stays that candidate's verdict."""
+    want = [o for outs in batch.reference_outputs for o in outs]
+
     def judge(header, arrays):
-      got_leaves = header.get("leaves") or []
-      wrong = compare.compare_structure(
-          str(header.get("treedef")), got_leaves, batch.treedef, batch.leaves)
-      n = len(batch.leaves)
-      if wrong is None and len(arrays) != n * len(batch.inputs):
-        wrong = compare.Comparison(Status.WRONG_OUTPUT, "Missing outputs.")
-      if wrong is not None:
-        return wrong, False
-      got = [a for i in range(len(batch.inputs))
-             for a in arrays[i * n:(i + 1) * n]]
-      want = [o for outs in batch.reference_outputs for o in outs]
-      result = compare.compare_values(got, want, batch.task.atol,
-                                      batch.task.rtol)
-      return result, want_timing and result.status is Status.OK
+      try:
+        wrong = compare.compare_structure(
+            header.get("treedef"), header.get("leaves"), batch.treedef,
+            batch.leaves) or compare.check_arrays(arrays, want)
+        if wrong is not None:
+          return wrong, False
+        result = compare.compare_values(arrays, want, batch.task.atol,
+                                        batch.task.rtol)
+        return result, want_timing and result.status is Status.OK
+      except Exception as e:  # noqa: BLE001  (ours: the inputs were checked)
+        _LOG.exception("judging a %s candidate failed", batch.task.task_id)
+        return compare.Comparison(Status.HARNESS_ERROR,
+                                  f"Judging failed: {type(e).__name__}."), False
     return judge
 
   # Public API.
@@ -168,28 +190,50 @@ class KernelEnv:
     jobs, judges, where = [], [], []
     for i, (task_id, answer) in enumerate(requests):
       start = time.monotonic()
-      task = kernels_pallas.get_task(task_id)
-      source = candidate.extract_code(answer)
-      if source is None:
-        verdicts[i] = Verdict(task_id, Status.NO_CODE,
-                              seconds=time.monotonic() - start)
+      task = kernels_pallas.get_task(task_id)  # unknown task: the caller's error
+      try:
+        verdict, source = self._screened(task, answer)
+        if verdict is None:
+          if task_id not in batches:
+            batches[task_id] = self._task_batch(task)
+          job = self._job(batches[task_id], source)
+          if timing_on:
+            job["reference_export"] = self._reference_export(task)
+      except Exception as e:  # noqa: BLE001  (ours; never the whole batch's)
+        _LOG.exception("preparing a %s candidate failed", task_id)
+        verdict = Verdict(task_id, Status.HARNESS_ERROR,
+                          f"Preparing the candidate failed: {type(e).__name__}.")
+      if verdict is not None:
+        verdicts[i] = dataclasses.replace(verdict,
+                                          seconds=time.monotonic() - start)
         continue
-      screened = screen.screen_source(source)
-      if screened.status is not None:
-        verdicts[i] = Verdict(task_id, screened.status, screened.detail,
-                              seconds=time.monotonic() - start)
-        continue
-      if task_id not in batches:
-        batches[task_id] = self._task_batch(task)
-      job = self._job(batches[task_id], source)
-      if timing_on:
-        job["reference_export"] = self._reference_export(task)
       jobs.append(job)
       judges.append(self._judge(batches[task_id], timing_on))
       where.append(i)
     for i, outcome in zip(where, self.pool.run(jobs, judges)):
-      verdicts[i] = self._verdict(requests[i][0], outcome)
+      try:
+        verdicts[i] = self._verdict(requests[i][0], outcome)
+      except Exception as e:  # noqa: BLE001
+        _LOG.exception("a %s verdict failed", requests[i][0])
+        verdicts[i] = Verdict(requests[i][0], Status.HARNESS_ERROR,
+                              f"Judging failed: {type(e).__name__}.",
+                              seconds=outcome.seconds)
     return verdicts
+
+  def _screened(self, task: kernels_pallas.Task, answer: str
+                ) -> tuple[Verdict | None, str | None]:
+    """(verdict, None) for an answer that never reaches a worker, else
+    (None, its source)."""
+    try:
+      source = candidate.extract_code(answer, self.config.max_answer_chars)
+    except candidate.AnswerTooLong as e:
+      return Verdict(task.task_id, Status.NO_CODE, str(e)), None
+    if source is None:
+      return Verdict(task.task_id, Status.NO_CODE), None
+    screened = screen.screen_source(source)
+    if screened.status is not None:
+      return Verdict(task.task_id, screened.status, screened.detail), None
+    return None, source
 
   def _verdict(self, task_id: str, outcome: pool_lib.Outcome) -> Verdict:
     if outcome.status is not None:
@@ -199,13 +243,22 @@ class KernelEnv:
     timing_result = None
     if outcome.timing is not None:
       timing_result = self._timing(outcome.timing)
+      if timing_result is None:
+        return Verdict(task_id, Status.CRASHED,
+                       "Malformed timing message from the worker.",
+                       seconds=outcome.seconds)
     return Verdict(task_id, result.status, result.detail,
                    seconds=outcome.seconds, timing=timing_result,
                    errors=result.errors)
 
-  def _timing(self, message: dict[str, Any]) -> Timing:
-    times = timing_lib.RoundTimes(tuple(message["a_seconds"]),
-                              tuple(message["b_seconds"]))
+  def _timing(self, message: dict[str, Any]) -> Timing | None:
+    """The timing a worker reported, or None if the message is malformed."""
+    times = timing_lib.RoundTimes(
+        _seconds(message.get("a_seconds")), _seconds(message.get("b_seconds")))
+    rounds = len(times.a_seconds)
+    if not 0 < rounds <= self.config.timing_config.rounds or (
+        rounds != len(times.b_seconds)):
+      return None
     est = timing_lib.speedup_estimate(times, self.config.timing_config.bootstrap,
                                   self.config.timing_config.seed)
     return Timing(speedup=timing_lib.banded_speedup(est.median, self.band),

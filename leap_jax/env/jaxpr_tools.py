@@ -39,7 +39,8 @@ HEAVY_PRIMITIVES = frozenset({
 })
 
 
-def _sub_jaxprs(params: dict[str, Any]) -> Iterator[jex_core.Jaxpr]:
+def sub_jaxprs(params: dict[str, Any]) -> Iterator[jex_core.Jaxpr]:
+  """The jaxprs in an equation's params (branches, bodies, calls)."""
   yield from jex_core.jaxprs_in_params(params)
 
 
@@ -50,7 +51,7 @@ def iter_eqns(jaxpr: jex_core.Jaxpr, *, into_kernels: bool
     yield eqn
     if eqn.primitive.name == PALLAS_CALL and not into_kernels:
       continue
-    for sub in _sub_jaxprs(eqn.params):
+    for sub in sub_jaxprs(eqn.params):
       yield from iter_eqns(sub, into_kernels=into_kernels)
 
 

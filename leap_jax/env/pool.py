@@ -257,7 +257,10 @@ class WorkerPool:
   def _candidate_phase(self, w: _Worker, job, judge) -> Outcome:
     cfg = self.config
     try:
-      message = w.receive(cfg.deadline_s, cfg.max_output_bytes)
+      # Per task (the reference outputs' bytes times trials, plus a header):
+      # a flood is refused at its length prefix, never read.
+      message = w.receive(cfg.deadline_s,
+                          job.get("max_message_bytes", cfg.max_output_bytes))
       if message is None:
         return Outcome(Status.TIMEOUT, f"No result within {cfg.deadline_s:.0f} s.")
       if message.get("kind") == "verdict":

@@ -18,6 +18,11 @@ MAX_HEADER_BYTES = 1 << 20
 _LEN = struct.Struct("<I")
 
 
+def message_cap(array_bytes: int) -> int:
+  """Longest message allowed when the arrays in it total `array_bytes`."""
+  return _LEN.size + MAX_HEADER_BYTES + array_bytes
+
+
 def encode(header: dict[str, Any], arrays: list[np.ndarray] = ()) -> bytes:
   """One message: header length, JSON header, then the arrays' bytes."""
   # ascontiguousarray would turn 0-d arrays into 1-d ones

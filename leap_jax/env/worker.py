@@ -22,13 +22,18 @@ import numpy as np
 from jax.experimental import pallas as pl
 
 from leap_jax.env import jaxpr_tools
+from leap_jax.env import quarantine
+from leap_jax.env import races
 from leap_jax.env import sandbox
 from leap_jax.env import screen
+from leap_jax.env import state_guard
 from leap_jax.env import timing
 from leap_jax.env import wire
 from leap_jax.env.verdict import Status
 
 CANDIDATE_FILENAME = "<candidate>"
+MAX_ERROR_CHARS = 16 << 10   # error text sent to the pool: its tail
+MAX_ERROR_FRAMES = 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +96,7 @@ def warm_up(setup: WorkerSetup) -> None:
   jax.jit(jax.export.deserialize(exported.serialize()).call)(
       jnp.ones((16, 16), jnp.float32)).block_until_ready()
   traceback.format_exception(ValueError("warm"))
+  _BASELINE.append(state_guard.fingerprint())  # ~1 s, off a candidate's clock
 
 
 def _lower_for_gpu(closed, shapes) -> None:
@@ -100,12 +106,13 @@ def _lower_for_gpu(closed, shapes) -> None:
 
 
 def _error_text(exc: BaseException) -> str:
-  """The candidate's frames and the error message, harness frames dropped."""
+  """The candidate's last frames and the error message, harness frames
+  dropped, capped (the pool scrubs and caps it again)."""
   frames = [f for f in traceback.extract_tb(exc.__traceback__)
-            if f.filename == CANDIDATE_FILENAME]
+            if f.filename == CANDIDATE_FILENAME][-MAX_ERROR_FRAMES:]
   lines = traceback.format_list(frames) if frames else []
   lines += traceback.format_exception_only(type(exc), exc)
-  return "".join(lines)
+  return "".join(lines)[-MAX_ERROR_CHARS:]
 
 
 def _classify(exc: BaseException, default: Status) -> _Stop:
@@ -143,35 +150,34 @@ def _check_structure(closed) -> None:
                 f"Operations outside pallas_call: {', '.join(outside)}.")
 
 
-# Modules whose globals a candidate could rewrite to change the verdict.
-_WATCHED_MODULES = (
-    "builtins", "jax", "jax.numpy", "jax.lax", "jax.core",
-    "jax.experimental.pallas", "numpy", "time", "leap_jax.env.worker",
-    "leap_jax.env.jaxpr_tools", "leap_jax.env.sandbox", "leap_jax.env.screen",
-    "leap_jax.env.timing", "leap_jax.env.wire", "leap_jax.env.verdict")
-_MISSING = object()
+# The fingerprint warm_up takes (state_guard.py); run_job takes it out of
+# here before the candidate runs, so that only run_job's frame holds it.
+_BASELINE: list[tuple[state_guard.Check, Any]] = []
 
 
-def _tamper_guard():
-  """A check, bound now, that names what changed in the watched modules.
+class _Checked:
+  """The compiled program of a checked jaxpr, and the state it must run in."""
 
-  jax and numpy may gain attributes (lazy submodules); the harness modules
-  may not change at all.
-  """
-  modules, get_dict, missing = sys.modules, vars, _MISSING
-  before = {name: (modules[name], dict(get_dict(modules[name])))
-            for name in _WATCHED_MODULES if name in modules}
+  def __init__(self, closed, shapes, interpret: bool, changed):
+    runnable = jaxpr_tools.with_pallas_interpret(closed, interpret)
+    # Ahead of time: jit's dispatch (and jax.disable_jit, a primitive's
+    # impl) no longer stand between the checked jaxpr and what runs.
+    self.executable = jax.jit(jaxpr_tools.as_function(runnable)).lower(
+        *shapes).compile()
+    self.out_avals = [(tuple(a.shape), jnp.dtype(a.dtype))
+                      for a in closed.out_avals]
+    self.changed = changed
 
-  def changed() -> str | None:
-    for name, (module, attrs) in before.items():
-      now = get_dict(module)
-      for key, value in attrs.items():
-        if now.get(key, missing) is not value:
-          return f"{name}.{key}"
-      if name.startswith("leap_jax.") and len(now) != len(attrs):
-        return name
-    return None
-  return changed
+  def verify(self, after: str) -> None:
+    _verify(self.changed, after)
+
+  def __call__(self, *args):
+    outputs = self.executable(*args)
+    got = [(tuple(o.shape), jnp.dtype(o.dtype)) for o in outputs]
+    if got != self.out_avals:  # the executable is the traced program's
+      raise _Stop(Status.RUNTIME_ERROR,
+                  f"Outputs {got} differ from the traced {self.out_avals}.")
+    return outputs
 
 
 def _tree_summary(out_shape) -> dict[str, Any]:
@@ -180,51 +186,86 @@ def _tree_summary(out_shape) -> dict[str, Any]:
           "leaves": [[list(l.shape), jnp.dtype(l.dtype).name] for l in leaves]}
 
 
-def run_job(job: dict[str, Any], setup: WorkerSetup, send) -> None:
-  """Checks and runs one candidate; sends `outputs` (or a verdict)."""
+def run_job(job: dict[str, Any], setup: WorkerSetup, send) -> _Checked | None:
+  """Checks and runs one candidate; sends `outputs` (or a verdict).
+
+  The candidate's Python runs only until its program is traced. Then its
+  code is sealed off (quarantine.py), jax's state is verified against the
+  fingerprint taken before it ran (state_guard.py), and what is lowered,
+  compiled, run and later timed is an ahead-of-time executable of the
+  checked jaxpr, with the state verified again after each step.
+  """
   shapes = [jax.ShapeDtypeStruct(tuple(s), jnp.dtype(d))
             for s, d in job["arg_shapes"]]
   stage = Status.RUNTIME_ERROR
-  tampered, stop, forbidden = _tamper_guard(), _Stop, Status.FORBIDDEN
+  changed, rebase = (_BASELINE.pop() if _BASELINE
+                     else state_guard.fingerprint())
+  rebase()  # what the harness changed since (the sandbox's thread stubs)
+  quarantine.mark()
   try:
     kernel = _load_candidate(job["source"])
     closed, out_shape = jaxpr_tools.trace(kernel, shapes)
-    what = tampered()
-    if what:
-      raise stop(forbidden, f"Changing {what} is not allowed.")
-    if sandbox.VIOLATIONS.first():
-      raise _classify(RuntimeError(), Status.FORBIDDEN)
+    summary = _tree_summary(out_shape)  # may call candidate pytree code
+    _verify(changed, "tracing")  # a context held open: disable_jit, ...
+    quarantine.seal(CANDIDATE_FILENAME, sandbox.VIOLATIONS.record)
+    _verify(changed, "the candidate's finalizers")
     _check_structure(closed)
+    if job.get("target_backend", "triton") == "triton":
+      found = races.triton_races(closed)
+      if found:
+        raise _Stop(Status.FORBIDDEN, found[0])
     if job["check_lowering"] and setup.backend == "interpret":
       stage = Status.LOWERING_ERROR
       _lower_for_gpu(closed, shapes)
     stage = Status.RUNTIME_ERROR
-    runnable = jaxpr_tools.with_pallas_interpret(
-        closed, setup.backend == "interpret")
-    fn = jax.jit(jaxpr_tools.as_function(runnable))
+    checked = _Checked(closed, shapes, setup.backend == "interpret", changed)
+    checked.verify("compiling")
     outputs = []
     for trial in job["trial_inputs"]:
-      outputs += [np.asarray(o) for o in fn(*trial)]
-    what = tampered()
-    if what:
-      raise stop(forbidden, f"Changing {what} is not allowed.")
-    if sandbox.VIOLATIONS.first():
-      raise _classify(RuntimeError(), Status.FORBIDDEN)
+      outputs += [np.asarray(o) for o in checked(*trial)]
+    checked.verify("the trials")
   except BaseException as e:  # noqa: BLE001  (the candidate may raise anything)
     stop = _classify(e, stage)
     send({"kind": "verdict", "status": stop.status.value, "detail": stop.detail})
     return None
-  send({"kind": "outputs", **_tree_summary(out_shape)}, outputs)
-  return fn
+  send({"kind": "outputs", **summary}, outputs)
+  return checked
 
 
-def time_job(job: dict[str, Any], candidate_fn, send) -> None:
-  """Interleaved reference-vs-candidate timing (reference is A)."""
-  exported = jax.export.deserialize(job["reference_export"])
-  reference_fn = jax.jit(exported.call)
-  config = timing.TimingConfig(**job["timing"])
-  times = timing.measure_interleaved(reference_fn, candidate_fn,
-                                     job["trial_inputs"], config)
+def _verify(changed: state_guard.Check, after: str) -> None:
+  """Raises a `forbidden` stop if jax's state is not the harness's, or if
+  the sandbox recorded a violation (a tripwire among them)."""
+  what = changed()
+  if what:
+    raise _Stop(Status.FORBIDDEN,
+                f"Changing {what} is not allowed (seen after {after}).")
+  if sandbox.VIOLATIONS.first():
+    raise _classify(RuntimeError(), Status.FORBIDDEN)
+
+
+def time_job(job: dict[str, Any], candidate, send) -> None:
+  """Interleaved reference-vs-candidate timing (reference is A).
+
+  Both sides are ahead-of-time executables; with a checked candidate, jax's
+  state is verified after the timing too (a verdict replaces the timing).
+  """
+  try:
+    exported = jax.export.deserialize(job["reference_export"])
+    shapes = [jax.ShapeDtypeStruct(tuple(s), jnp.dtype(d))
+              for s, d in job["arg_shapes"]]
+    reference_fn = jax.jit(exported.call).lower(*shapes).compile()
+    config = timing.TimingConfig(**job["timing"])
+    checked = isinstance(candidate, _Checked)
+    # The bare executable: its outputs were checked in the trials.
+    times = timing.measure_interleaved(
+        reference_fn, candidate.executable if checked else candidate,
+        job["trial_inputs"], config)
+    if checked:
+      candidate.verify("the timing")
+  except BaseException as e:  # noqa: BLE001
+    stop = _classify(e, Status.RUNTIME_ERROR)
+    send({"kind": "verdict", "status": stop.status.value, "detail": stop.detail})
+    return
   send({"kind": "timing", "a_seconds": times.a_seconds,
         "b_seconds": times.b_seconds})
 

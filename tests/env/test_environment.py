@@ -1,10 +1,13 @@
 """Every verdict the environment can reach, through one real pool."""
 
+import numpy as np
 import pytest
 
+import kernels_pallas
 from leap_jax.env import environment
 from leap_jax.env import pool as pool_lib
 from leap_jax.env import timing as timing_lib
+from leap_jax.env import wire
 from leap_jax.env.verdict import Status
 from tests.env.conftest import vector_add
 
@@ -92,3 +95,81 @@ def test_pool_is_back_to_full_size_after_all_of_that(env):
   (verdict,) = env.evaluate([(TASK, vector_add())])
   assert verdict.status is Status.OK
   assert env.pool.live_workers() == env.pool.size
+
+
+# What a worker sends is checked before use: these messages never reach a
+# worker pool, they are fed to the judge and the timing parser directly.
+
+@pytest.fixture(scope="module")
+def bare_env():
+  with environment.KernelEnv(environment.EnvConfig(
+      pool=pool_lib.PoolConfig(num_workers=1))) as kernel_env:
+    yield kernel_env
+
+
+def _honest_message(batch):
+  arrays = [o.copy() for outs in batch.reference_outputs for o in outs]
+  return {"treedef": batch.treedef, "leaves": batch.leaves}, arrays
+
+
+def test_judge_accepts_the_reference_itself(bare_env):
+  batch = bare_env._task_batch(kernels_pallas.get_task(TASK))  # noqa: SLF001
+  header, arrays = _honest_message(batch)
+  result, want_timing = bare_env._judge(batch, True)(header, arrays)  # noqa: SLF001
+  assert result.status is Status.OK and want_timing
+
+
+def _forged(batch, how):
+  header, arrays = _honest_message(batch)
+  if how == "shape_differs_from_header":
+    arrays[0] = arrays[0][:-1]
+  elif how == "dtype_differs_from_header":
+    arrays[0] = arrays[0].astype(np.float16)
+  elif how == "extra_array":
+    arrays.append(arrays[0])
+  elif how == "missing_array":
+    arrays.pop()
+  elif how == "header_lies_about_shape":
+    header["leaves"] = [[[7], "float32"]]
+  elif how == "leaves_not_a_list":
+    header["leaves"] = {"a": 1}
+  elif how == "no_treedef":
+    del header["treedef"]
+  elif how == "scalar_for_array":
+    arrays[0] = np.float32(1.0)
+  return header, arrays
+
+
+@pytest.mark.parametrize("how", [
+    "shape_differs_from_header", "dtype_differs_from_header", "extra_array",
+    "missing_array", "header_lies_about_shape", "leaves_not_a_list",
+    "no_treedef", "scalar_for_array"])
+def test_judge_turns_any_forged_message_into_wrong_output(bare_env, how):
+  batch = bare_env._task_batch(kernels_pallas.get_task(TASK))  # noqa: SLF001
+  result, want_timing = bare_env._judge(batch, True)(*_forged(batch, how))  # noqa: SLF001
+  assert result.status is Status.WRONG_OUTPUT and not want_timing
+
+
+def test_message_cap_is_the_outputs_bytes_plus_a_header(bare_env):
+  batch = bare_env._task_batch(kernels_pallas.get_task(TASK))  # noqa: SLF001
+  out_bytes = sum(o.nbytes for outs in batch.reference_outputs for o in outs)
+  job = bare_env._job(batch, "")  # noqa: SLF001
+  assert job["max_message_bytes"] == wire.message_cap(out_bytes)
+  assert out_bytes < job["max_message_bytes"] < out_bytes + (2 << 20)
+
+
+@pytest.mark.parametrize("message", [
+    {}, {"a_seconds": [1e-3], "b_seconds": []},
+    {"a_seconds": [1e-3] * 2, "b_seconds": [0.0, 1e-3]},
+    {"a_seconds": [1e-3], "b_seconds": [float("nan")]},
+    {"a_seconds": [1e-3], "b_seconds": ["1e-3"]},
+    {"a_seconds": [1e-3], "b_seconds": [True]},
+    {"a_seconds": [1e-3] * 999, "b_seconds": [1e-3] * 999}])
+def test_malformed_timing_is_refused(bare_env, message):
+  assert bare_env._timing(message) is None  # noqa: SLF001
+
+
+def test_answer_over_the_size_cap_is_no_code_without_reading_it(bare_env):
+  (verdict,) = bare_env.evaluate([(TASK, "```python\n" + "#" * (1 << 18))])
+  assert verdict.status is Status.NO_CODE
+  assert "over the limit" in verdict.detail
