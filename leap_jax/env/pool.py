@@ -277,6 +277,9 @@ class WorkerPool:
       if not want_timing:
         return Outcome(judged=judged)
       timed = w.receive(cfg.timing_deadline_s, wire.MAX_HEADER_BYTES)
+      if timed is not None and timed.get("status") == Status.FORBIDDEN.value:
+        # jax's state changed while timing: the candidate's doing.
+        return Outcome(Status.FORBIDDEN, str(timed.get("detail", "")))
       if timed is None or timed.get("kind") != "timing":
         return Outcome(judged=judged, detail="timing failed")
       return Outcome(judged=judged, timing=timed)

@@ -10,6 +10,7 @@ import ast
 import dataclasses
 import importlib
 import re
+import string
 import types
 
 from leap_jax.env.verdict import Status
@@ -179,7 +180,35 @@ def _module_use_violation(tree: ast.AST) -> str | None:
   return None
 
 
+def _plain_format_fields(template: str) -> bool:
+  """No replacement field (nested specs included) reads an attribute or an
+  item: str.format resolves "{0.__globals__[os]}" by itself, past every
+  check on attribute names."""
+  try:
+    fields = list(string.Formatter().parse(template))
+  except ValueError:  # str.format refuses it too
+    return True
+  return all((name is None or not any(c in name for c in ".["))
+             and (not spec or _plain_format_fields(spec))
+             for _, name, spec, _ in fields)
+
+
+def _format_violation(node: ast.Attribute) -> str | None:
+  if node.attr not in ("format", "format_map"):
+    return None
+  receiver = node.value
+  if not (isinstance(receiver, ast.Constant) and isinstance(receiver.value, str)):
+    return f".{node.attr} only on a string literal (an f-string is simpler)"
+  if not _plain_format_fields(receiver.value):
+    return "format fields may not read attributes or items ({0.x}, {0[k]})"
+  return None
+
+
 def _violation(node: ast.AST) -> str | None:
+  if isinstance(node, ast.Attribute):
+    reason = _format_violation(node)
+    if reason:
+      return reason
   for name in _import_names(node):
     if name not in ALLOWED_MODULES:
       return f"import of {name!r} is not allowed"
