@@ -25,33 +25,41 @@ import types
 import warnings
 from collections.abc import Callable
 
-_MARKER = "leap-tripwire-recorder"
+_RECORD = "leap-tripwire-record"
+_WHAT = "leap-tripwire-what"
 
 
 @functools.cache
-def _tripwire_code(free_vars: int, record: Callable[[str], BaseException]
-                   ) -> types.CodeType:
-  """Code for a function with `free_vars` closure cells that calls
-  `record(...)` and raises what it returns.
-
-  `record` is the code's own constant, not a global: a function's globals
-  are the candidate's module, which the candidate controls.
-  """
+def _tripwire_template(free_vars: int) -> types.CodeType:
+  """Code for a function with `free_vars` closure cells that raises
+  _RECORD(_WHAT); both are string constants, replaced per function."""
   cells = [f"c{i}" for i in range(free_vars)]
   source = "def outer():\n"
   source += "".join(f"  {c} = None\n" for c in cells)
   source += "  def tripwire(*args, **kwargs):\n"
   if cells:
     source += f"    ({', '.join(cells)},)\n"
-  source += f"    raise {_MARKER!r}('candidate code ran after tracing')\n"
+  source += f"    raise {_RECORD!r}({_WHAT!r})\n"
   source += "  return tripwire\n"
   namespace: dict = {}
   with warnings.catch_warnings():
     warnings.simplefilter("ignore", SyntaxWarning)  # "str is not callable"
     exec(compile(source, "<tripwire>", "exec"), namespace)  # noqa: S102
-  code = namespace["outer"]().__code__
-  consts = tuple(record if c == _MARKER else c for c in code.co_consts)
-  return code.replace(co_consts=consts)
+  return namespace["outer"]().__code__
+
+
+def _tripwire_code(function: types.FunctionType,
+                   record: Callable[[str], BaseException]) -> types.CodeType:
+  """A tripwire for `function`: calls `record(what ran)` and raises what it
+  returns. Both are the code's own constants, not globals: a function's
+  globals are the candidate's module, which the candidate controls."""
+  name = function.__qualname__
+  name = name[:100] if type(name) is str else "?"  # noqa: E721  (no subclass code)
+  what = f"candidate code ran after tracing ({name})"
+  code = _tripwire_template(len(function.__code__.co_freevars))
+  replace = {_RECORD: record, _WHAT: what}
+  return code.replace(co_consts=tuple(
+      replace.get(c, c) if isinstance(c, str) else c for c in code.co_consts))
 
 
 def mark() -> None:
@@ -83,7 +91,7 @@ def seal(filename: str, record: Callable[[str], BaseException]) -> int:
     if isinstance(obj, types.FunctionType):
       code = obj.__code__
       if code.co_filename == filename:
-        obj.__code__ = _tripwire_code(len(code.co_freevars), record)
+        obj.__code__ = _tripwire_code(obj, record)
         disarmed += 1
     elif isinstance(obj, types.GeneratorType | types.CoroutineType
                     | types.AsyncGeneratorType):

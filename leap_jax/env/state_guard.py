@@ -153,7 +153,8 @@ Check = Callable[[], "str | None"]
 def fingerprint() -> tuple[Check, Callable[[], None]]:
   """(changed, rebase) over the state as it is now.
 
-  changed() names what was changed since (a dotted name), or None.
+  changed() names what was changed since (a dotted name), or None; what
+  grew until then becomes the reference (so it may not shrink back later).
   rebase() accepts the present state: what the harness itself changed since
   the fingerprint (the sandbox's thread stubs); modules imported since are
   watched from then on at the level of their globals.
@@ -228,6 +229,7 @@ def fingerprint() -> tuple[Check, Callable[[], None]]:
       if not same(was, items, not name.startswith(strict)):
         if not rebase:
           return f"{name}.{first_changed_key(was, items)}"
+      if len_(items) != len_(was) or rebase:
         state["globals"][name] = items
     for entry in objects:
       obj, kind, was, may_grow, label = entry
@@ -241,8 +243,8 @@ def fingerprint() -> tuple[Check, Callable[[], None]]:
             return format_label(label)
           except exception:  # noqa: BLE001  (a builtin rebound by then)
             return "an object of jax's"
-        if items is not None:
-          entry[2] = items
+      if items is not None and (rebase or len_(items) != len_(was)):
+        entry[2] = items  # a ratchet: what grew may not shrink back later
     return None
 
   def changed():

@@ -17,8 +17,18 @@ Three modes run on one module-scoped KernelEnv:
               (via ().__class__.__base__.__subclasses__()), so only the audit
               hook, rlimits and the network namespace remain.
 Placeholders: SENTINEL_DIR (a fresh, empty directory per file and mode that
-must stay empty) and PORT (a 127.0.0.1 listener that must never see a
-connection). A correct candidate evaluated after all of them must be ok.
+must stay empty), TMP_SENTINEL and SHM_SENTINEL (paths under /tmp and
+/dev/shm named after the file, mode and run that must never exist), PORT (a
+127.0.0.1 listener that must never see a connection), UNCLOSED_FENCES and
+OVERSIZE_PADDING (long text, kept out of the files).
+
+After each case: nothing written at its sentinels, nor anything named after
+this run anywhere under /tmp, /dev/shm, the home directory or the repository;
+its feedback holds no value of the parent's environment (a marker variable
+is set before the workers start), no host path, one "Status:" line only and
+at most the scrubbed detail's cap. After all of them: the listener never
+contacted, no candidate output on the test's stdout, and a correct candidate
+ok both inside every batch and in the same pool afterwards.
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ import multiprocessing.forkserver
 import os
 import pathlib
 import re
+import secrets
 import select
 import socket
 import sys
@@ -41,6 +52,7 @@ from leap_jax.env import candidate
 from leap_jax.env import environment
 from leap_jax.env import pool as pool_lib
 from leap_jax.env import screen
+from leap_jax.env import verdict as verdict_lib
 from leap_jax.env.verdict import Status
 
 TASK = "level1/vector_add"
@@ -49,6 +61,24 @@ MODES = ("screened", "unscreened", "audit_only")
 DEADLINE_S = 20  # the infinite loop costs one deadline
 FLOOD_MARKERS = (b"ADV_FLOOD_MARKER", b"ADV_FAKE_JSON_MARKER",
                  b'"correct": true')
+RUN_TOKEN = f"leap_adv_{secrets.token_hex(4)}"   # in every sentinel's name
+ENV_MARKER_NAME = "LEAP_ADV_ENV_MARKER"
+ENV_MARKER = f"leap-env-marker-{secrets.token_hex(12)}"
+LONG_TEXT = {"UNCLOSED_FENCES": "```x\n" * 24000,       # 120 KB
+             "OVERSIZE_PADDING": "#" * 200_000}
+HOST_PATH_RE = re.compile(r"(?<![\w.:/])/[\w.+-]+/[\w.+-]+")  # not URLs
+# The 36 cases of the first round; every one must still hold.
+ORIGINAL_CASES = (
+    "builtins_via_typing_escape", "caching_across_calls", "ctypes",
+    "debug_callback", "decoy_kernel", "eval_exec", "fake_json_stdout",
+    "forged_verdict_message", "fork", "frame_walk_patch_harness",
+    "functools_monkeypatch_jit", "host_callback", "import_harness",
+    "import_task", "infinite_loop", "interpret_flag", "jnp_save_write",
+    "memory_bomb", "nan_output", "numpy_on_host", "obfuscated_import_builtins",
+    "os_exit", "output_flood", "patch_checker", "patch_timer", "plain_jnp",
+    "profiler_trace_write", "read_file", "socket", "subclasses_escape",
+    "subprocess", "threads", "try_except_fallback",
+    "typing_get_type_hints_eval", "write_file", "wrong_but_fast")
 
 # Prepended in audit_only mode: puts the real builtins back into the
 # candidate's (restricted) builtins dict, undoing the guarded import and the
@@ -108,12 +138,43 @@ PARAMS = [(mode, name) for mode in MODES for name, case in CASES.items()
           if mode in case.expect]
 
 
+def _outside_paths(mode: str, name: str) -> dict[str, pathlib.Path]:
+  stem = f"{RUN_TOKEN}_{mode}_{name}"
+  return {"TMP_SENTINEL": pathlib.Path("/tmp") / stem,
+          "SHM_SENTINEL": pathlib.Path("/dev/shm") / stem}
+
+
 def _answer(case: Case, mode: str, sentinel: pathlib.Path, port: int) -> str:
   text = case.text.replace("SENTINEL_DIR", str(sentinel))
+  for placeholder, path in _outside_paths(mode, case.name).items():
+    text = text.replace(placeholder, str(path))
   text = text.replace("PORT", str(port))
+  for placeholder, long_text in LONG_TEXT.items():
+    text = text.replace(placeholder, long_text)
   if mode == "audit_only":
-    text = REAL_BUILTINS_PREFIX + candidate.extract_code(text)
+    try:
+      source = candidate.extract_code(text)
+    except candidate.AnswerTooLong:
+      source = None
+    if source is not None:  # answers without code stay as they are
+      text = REAL_BUILTINS_PREFIX + source
   return text
+
+
+def _named_after_this_run() -> list[str]:
+  """Anything whose name holds RUN_TOKEN, where a candidate could write."""
+  roots = [pathlib.Path("/tmp"), pathlib.Path("/dev/shm"),
+           pathlib.Path.home(), pathlib.Path(__file__).parents[2]]
+  found = []
+  for root in roots:
+    for dirpath, dirnames, filenames in os.walk(root, onerror=lambda e: None):
+      depth = len(pathlib.Path(dirpath).relative_to(root).parts)
+      found += [os.path.join(dirpath, n) for n in dirnames + filenames
+                if RUN_TOKEN in n]
+      if depth >= 3:
+        dirnames[:] = []
+      dirnames[:] = [d for d in dirnames if d not in (".git", "venv", ".venv")]
+  return found
 
 
 def _skip_forbidden_only(original):
@@ -131,8 +192,10 @@ class Run:
   verdicts: dict[tuple[str, str], object]
   sentinels: dict[tuple[str, str], pathlib.Path]
   correct_after: object
+  correct_in_batch: dict[str, object]   # mode -> the honest one's verdict
   connection_seen: bool
   worker_stdout: bytes | None   # None: could not observe it
+  named_after_run: list[str]            # files a candidate left outside
 
 
 @pytest.fixture(scope="module")
@@ -151,6 +214,9 @@ def run(tmp_path_factory) -> Run:
     sentinels[mode, name] = sentinel
     requests[mode].append(
         (name, (TASK, _answer(CASES[name], mode, sentinel, port))))
+  for mode in MODES:  # an honest candidate shares every batch
+    requests[mode].insert(len(requests[mode]) // 2,
+                          (f"correct_in_{mode}", (TASK, CORRECT)))
 
   # Workers inherit the forkserver's stdout, so point fd 1 at a file before
   # the forkserver starts (a fresh one if an earlier module started it).
@@ -159,6 +225,8 @@ def run(tmp_path_factory) -> Run:
   saved_stdout = os.dup(1)
   forkserver = multiprocessing.forkserver._forkserver
   observable = True
+  saved_marker = os.environ.get(ENV_MARKER_NAME)
+  os.environ[ENV_MARKER_NAME] = ENV_MARKER  # inherited by the forkserver
   try:
     if forkserver._forkserver_pid is not None:
       try:
@@ -190,6 +258,16 @@ def run(tmp_path_factory) -> Run:
     sys.stdout.flush()
     os.dup2(saved_stdout, 1)
     os.close(saved_stdout)
+    if saved_marker is None:
+      os.environ.pop(ENV_MARKER_NAME, None)
+    else:
+      os.environ[ENV_MARKER_NAME] = saved_marker
+    try:  # the next module's pool must not inherit the marker
+      forkserver._stop()
+    except Exception:  # noqa: BLE001  (private API)
+      pass
+  correct_in_batch = {mode: verdicts.pop((mode, f"correct_in_{mode}"))
+                      for mode in MODES}
   capture.seek(0)
   worker_stdout = capture.read() if observable else None
   capture.close()
@@ -207,8 +285,8 @@ def run(tmp_path_factory) -> Run:
       for (mode, name), v in verdicts.items())
   print(f"\nadversarial verdicts:\n{table}\ncorrect after: "
         f"{correct_after.status.value}")
-  return Run(verdicts, sentinels, correct_after, connection_seen,
-             worker_stdout)
+  return Run(verdicts, sentinels, correct_after, correct_in_batch,
+             connection_seen, worker_stdout, _named_after_this_run())
 
 
 def _param(mode: str, name: str):
@@ -218,8 +296,9 @@ def _param(mode: str, name: str):
   return pytest.param(mode, name, id=f"{mode}-{name}", marks=marks)
 
 
-def test_there_are_enough_candidates():
-  assert len(CASES) >= 26
+def test_every_case_of_the_first_round_is_still_here():
+  assert set(ORIGINAL_CASES) <= set(CASES)
+  assert len(CASES) >= len(ORIGINAL_CASES) + 20
 
 
 @pytest.mark.parametrize("mode,name", [_param(m, n) for m, n in PARAMS])
@@ -228,8 +307,32 @@ def test_candidate(run: Run, mode: str, name: str):
   written = sorted(str(p.relative_to(run.sentinels[mode, name]))
                    for p in run.sentinels[mode, name].rglob("*"))
   assert not written, f"side effect outside the sandbox: {written}"
+  outside = [p for p in _outside_paths(mode, name).values() if p.exists()]
+  outside += [p for p in run.named_after_run
+              if p.endswith(f"_{mode}_{name}") or f"_{mode}_{name}/" in p]
+  assert not outside, f"files outside scratch: {outside}"
   assert verdict.status in CASES[name].expect[mode], (
       f"{name} ({mode}): got {verdict.status.value}: {verdict.detail}")
+  _assert_feedback_is_clean(verdict)
+
+
+def _assert_feedback_is_clean(verdict):
+  feedback = verdict.feedback
+  assert ENV_MARKER not in feedback, "the parent's environment leaked"
+  assert not HOST_PATH_RE.search(feedback), HOST_PATH_RE.search(feedback)
+  lines = feedback.split("\n")
+  assert [ln for ln in lines if ln.startswith("Status:")] == [lines[0]]
+  assert len(verdict.detail) <= verdict_lib.MAX_DETAIL_CHARS
+
+
+def test_nothing_named_after_this_run_anywhere(run: Run):
+  assert not run.named_after_run
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_honest_candidate_in_the_same_batch_is_ok(run: Run, mode: str):
+  verdict = run.correct_in_batch[mode]
+  assert verdict.status is Status.OK, verdict.feedback
 
 
 def test_listener_never_contacted(run: Run):

@@ -33,3 +33,10 @@ def test_pickle_is_never_used():
   import pickle
   with pytest.raises(wire.WireError):
     wire.decode(pickle.dumps({"kind": "ready"}), DTYPES)
+
+
+def test_message_cap_fits_exactly_a_full_header_and_the_arrays():
+  arrays = [np.ones(1000, np.float32)]
+  cap = wire.message_cap(sum(a.nbytes for a in arrays))
+  assert len(wire.encode({"kind": "outputs"}, arrays)) <= cap
+  assert cap == 4 + wire.MAX_HEADER_BYTES + 4000
