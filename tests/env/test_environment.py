@@ -173,3 +173,17 @@ def test_answer_over_the_size_cap_is_no_code_without_reading_it(bare_env):
   (verdict,) = bare_env.evaluate([(TASK, "```python\n" + "#" * (1 << 18))])
   assert verdict.status is Status.NO_CODE
   assert "over the limit" in verdict.detail
+
+
+def test_reference_infinities_must_be_matched_exactly(bare_env):
+  batch = bare_env._task_batch(kernels_pallas.get_task(TASK))  # noqa: SLF001
+  for outs in batch.reference_outputs:  # a reference that overflows somewhere
+    outs[0][:3] = [np.inf, -np.inf, np.nan]
+  header, arrays = _honest_message(batch)
+  judge = bare_env._judge(batch, False)  # noqa: SLF001
+  assert judge(header, arrays)[0].status is Status.OK
+  for a in arrays:
+    a[:3] = [3.0e38, -3.0e38, 0.0]  # finite, and "close" to inf by rtol
+  result, _ = judge(header, arrays)
+  assert result.status is Status.WRONG_OUTPUT
+  assert "not matched exactly" in result.detail

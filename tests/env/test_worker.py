@@ -1,0 +1,71 @@
+"""The worker's own pieces that run in-process: error text, the checked program."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.experimental import pallas as pl
+
+from leap_jax.env import jaxpr_tools
+from leap_jax.env import worker
+from leap_jax.env.verdict import Status
+
+
+def _raise_deep(n, message_chars=100000):
+  source = ("def f(n):\n  if n == 0:\n"
+            f"    raise ValueError('x' * {message_chars})\n  f(n - 1)\n")
+  namespace = {}
+  exec(compile(source, worker.CANDIDATE_FILENAME, "exec"), namespace)  # noqa: S102
+  try:
+    namespace["f"](n)
+  except ValueError as e:
+    return e
+
+
+def test_error_text_keeps_the_last_candidate_frames_and_is_capped():
+  text = worker._error_text(_raise_deep(200))  # noqa: SLF001
+  assert len(text) <= worker.MAX_ERROR_CHARS
+  assert text.endswith("x" * 100 + "\n")
+  frames = worker._error_text(_raise_deep(200, 10))  # noqa: SLF001
+  # 20 frames: 3 printed, 16 folded by traceback, and the raising one
+  assert frames.count('File "<candidate>"') == 4 and "repeated 16 more" in frames
+  assert frames.endswith("ValueError: " + "x" * 10 + "\n")
+
+
+def _copy_kernel(x_ref, o_ref):
+  o_ref[...] = x_ref[...]
+
+
+@pytest.fixture
+def checked():
+  shape = jax.ShapeDtypeStruct((64,), jnp.float32)
+  def fn(x):
+    spec = pl.BlockSpec((32,), lambda i: (i,))
+    return pl.pallas_call(_copy_kernel, out_shape=shape, grid=(2,),
+                          in_specs=[spec], out_specs=spec)(x)
+  closed, _ = jaxpr_tools.trace(fn, [shape])
+  return worker._Checked(closed, [shape], True, changed=lambda: None)  # noqa: SLF001
+
+
+def test_checked_program_runs_ahead_of_time_compiled(checked):
+  x = np.arange(64, dtype=np.float32)
+  (out,) = checked(x)
+  np.testing.assert_array_equal(np.asarray(out), x)
+  with jax.disable_jit():  # never run eagerly: the executable refuses
+    with pytest.raises(ValueError, match="Disable jit is not supported"):
+      checked(x)
+
+
+def test_outputs_must_have_the_traced_shapes(checked):
+  checked.executable = lambda *args: [jnp.zeros(65, jnp.float32)]
+  with pytest.raises(worker._Stop) as stop:  # noqa: SLF001
+    checked(np.zeros(64, np.float32))
+  assert stop.value.status is Status.RUNTIME_ERROR
+
+
+def test_a_changed_state_is_forbidden(checked):
+  checked.changed = lambda: "jax.config.jax_disable_jit"
+  with pytest.raises(worker._Stop) as stop:  # noqa: SLF001
+    checked.verify("the trials")
+  assert stop.value.status is Status.FORBIDDEN
+  assert "jax_disable_jit" in stop.value.detail and "the trials" in stop.value.detail
