@@ -14,7 +14,8 @@ in a cache lookup, not a pytree flattener. So:
            every function compiled from the candidate's source gets a
            tripwire for code, which records a sandbox violation when called;
            automatic garbage collection is switched off for the rest of the
-           process (one candidate per process).
+           process (one candidate per process; `release()` for a worker
+           recycled for trusted code).
 """
 
 from __future__ import annotations
@@ -65,6 +66,11 @@ def _tripwire_code(function: types.FunctionType,
 def mark() -> None:
   """Freezes the heap: later gc.get_objects() calls see only new objects."""
   gc.freeze()
+
+
+def release() -> None:
+  """Automatic collection back on: for a worker recycled for trusted code."""
+  gc.enable()
 
 
 def _close(generator, record) -> None:

@@ -151,14 +151,38 @@ def _check_structure(closed) -> None:
 
 
 # The fingerprint warm_up takes (state_guard.py); run_job takes it out of
-# here before the candidate runs, so that only run_job's frame holds it.
+# here before the candidate runs, so that only run_job's frame holds it (a
+# worker recycled for trusted code puts it back for its next job).
 _BASELINE: list[tuple[state_guard.Check, Any]] = []
 
 
-class _Checked:
-  """The compiled program of a checked jaxpr, and the state it must run in."""
+def _verifier(changed: state_guard.Check):
+  """verify(after): raises a `forbidden` stop if jax's state is not the
+  harness's or the sandbox recorded a violation (a tripwire among them).
 
-  def __init__(self, closed, shapes, interpret: bool, changed):
+  Made before the candidate runs, with what it uses bound then: the first
+  check after candidate code ran must not look anything up that the
+  candidate could have rebound. Once a check passes, the harness's modules
+  are as they were, so what follows may use them.
+  """
+  stop, forbidden, classify = _Stop, Status.FORBIDDEN, _classify
+  first_violation = sandbox.VIOLATIONS.first
+
+  def verify(after: str) -> None:
+    what = changed()
+    if what:
+      raise stop(forbidden,
+                 f"Changing {what} is not allowed (seen after {after}).")
+    if first_violation():
+      raise classify(RuntimeError(), forbidden)
+  return verify
+
+
+class _Checked:
+  """The compiled program of a checked jaxpr, and the check of the state it
+  must run in."""
+
+  def __init__(self, closed, shapes, interpret: bool, verify):
     runnable = jaxpr_tools.with_pallas_interpret(closed, interpret)
     # Ahead of time: jit's dispatch (and jax.disable_jit, a primitive's
     # impl) no longer stand between the checked jaxpr and what runs.
@@ -166,10 +190,7 @@ class _Checked:
         *shapes).compile()
     self.out_avals = [(tuple(a.shape), jnp.dtype(a.dtype))
                       for a in closed.out_avals]
-    self.changed = changed
-
-  def verify(self, after: str) -> None:
-    _verify(self.changed, after)
+    self.verify = verify
 
   def __call__(self, *args):
     outputs = self.executable(*args)
@@ -200,15 +221,21 @@ def run_job(job: dict[str, Any], setup: WorkerSetup, send) -> _Checked | None:
   stage = Status.RUNTIME_ERROR
   changed, rebase = (_BASELINE.pop() if _BASELINE
                      else state_guard.fingerprint())
+  if setup.jobs_per_worker > 1:  # trusted code only: the next job reuses it
+    _BASELINE.append((changed, rebase))
+    quarantine.release()
   rebase()  # what the harness changed since (the sandbox's thread stubs)
+  # Bound before the candidate runs (see _verifier).
+  verify, classify = _verifier(changed), _classify
+  seal, record = quarantine.seal, sandbox.VIOLATIONS.record
   quarantine.mark()
   try:
     kernel = _load_candidate(job["source"])
     closed, out_shape = jaxpr_tools.trace(kernel, shapes)
     summary = _tree_summary(out_shape)  # may call candidate pytree code
-    _verify(changed, "tracing")  # a context held open: disable_jit, ...
-    quarantine.seal(CANDIDATE_FILENAME, sandbox.VIOLATIONS.record)
-    _verify(changed, "the candidate's finalizers")
+    verify("tracing")  # also: a context held open (disable_jit), a new rule
+    seal(CANDIDATE_FILENAME, record)  # pending finalizers run in here
+    verify("the candidate's finalizers")
     _check_structure(closed)
     if job.get("target_backend", "triton") == "triton":
       found = races.triton_races(closed)
@@ -218,29 +245,18 @@ def run_job(job: dict[str, Any], setup: WorkerSetup, send) -> _Checked | None:
       stage = Status.LOWERING_ERROR
       _lower_for_gpu(closed, shapes)
     stage = Status.RUNTIME_ERROR
-    checked = _Checked(closed, shapes, setup.backend == "interpret", changed)
-    checked.verify("compiling")
+    checked = _Checked(closed, shapes, setup.backend == "interpret", verify)
+    verify("compiling")
     outputs = []
     for trial in job["trial_inputs"]:
       outputs += [np.asarray(o) for o in checked(*trial)]
-    checked.verify("the trials")
+    verify("the trials")
   except BaseException as e:  # noqa: BLE001  (the candidate may raise anything)
-    stop = _classify(e, stage)
+    stop = classify(e, stage)
     send({"kind": "verdict", "status": stop.status.value, "detail": stop.detail})
     return None
   send({"kind": "outputs", **summary}, outputs)
   return checked
-
-
-def _verify(changed: state_guard.Check, after: str) -> None:
-  """Raises a `forbidden` stop if jax's state is not the harness's, or if
-  the sandbox recorded a violation (a tripwire among them)."""
-  what = changed()
-  if what:
-    raise _Stop(Status.FORBIDDEN,
-                f"Changing {what} is not allowed (seen after {after}).")
-  if sandbox.VIOLATIONS.first():
-    raise _classify(RuntimeError(), Status.FORBIDDEN)
 
 
 def time_job(job: dict[str, Any], candidate, send) -> None:

@@ -44,7 +44,8 @@ def checked():
     return pl.pallas_call(_copy_kernel, out_shape=shape, grid=(2,),
                           in_specs=[spec], out_specs=spec)(x)
   closed, _ = jaxpr_tools.trace(fn, [shape])
-  return worker._Checked(closed, [shape], True, changed=lambda: None)  # noqa: SLF001
+  verify = worker._verifier(lambda: None)  # noqa: SLF001
+  return worker._Checked(closed, [shape], True, verify)  # noqa: SLF001
 
 
 def test_checked_program_runs_ahead_of_time_compiled(checked):
@@ -63,9 +64,9 @@ def test_outputs_must_have_the_traced_shapes(checked):
   assert stop.value.status is Status.RUNTIME_ERROR
 
 
-def test_a_changed_state_is_forbidden(checked):
-  checked.changed = lambda: "jax.config.jax_disable_jit"
+def test_a_changed_state_is_forbidden():
+  verify = worker._verifier(lambda: "jax.config.jax_disable_jit")  # noqa: SLF001
   with pytest.raises(worker._Stop) as stop:  # noqa: SLF001
-    checked.verify("the trials")
+    verify("the trials")
   assert stop.value.status is Status.FORBIDDEN
   assert "jax_disable_jit" in stop.value.detail and "the trials" in stop.value.detail
