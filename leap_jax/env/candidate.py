@@ -2,7 +2,7 @@
 
 One pass over the answer's lines (a regex over the whole answer backtracks
 quadratically on unclosed fences); answers over `MAX_ANSWER_CHARS` are not
-read at all.
+read at all (`oversize` says why, for the verdict).
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ _CLOSER_RE = re.compile(r"[ \t]*```[ \t]*")
 _PYTHON_LANGS = ("", "python", "py", "python3")
 
 
-class AnswerTooLong(ValueError):
-  """The answer is over the size cap; nothing of it was read."""
-
-  def __init__(self, chars: int, limit: int):
-    super().__init__(f"The answer has {chars} characters, over the limit of "
-                     f"{limit}; nothing of it was read.")
+def oversize(answer: str, max_chars: int = MAX_ANSWER_CHARS) -> str | None:
+  """Why an answer is too long to read, or None."""
+  if len(answer) <= max_chars:
+    return None
+  return (f"The answer has {len(answer)} characters, over the limit of "
+          f"{max_chars}; nothing of it was read.")
 
 
 def fence(source: str) -> str:
@@ -62,11 +62,11 @@ def _fenced_blocks(answer: str) -> list[tuple[str, str]]:
 def extract_code(answer: str, max_chars: int = MAX_ANSWER_CHARS) -> str | None:
   """The answer's last ```python block, else the answer if it parses.
 
-  Unlabelled fences count as python; other languages are ignored. Raises
-  AnswerTooLong for answers over `max_chars`.
+  Unlabelled fences count as python; other languages are ignored. None for
+  answers over `max_chars` (unread).
   """
   if len(answer) > max_chars:
-    raise AnswerTooLong(len(answer), max_chars)
+    return None
   blocks = [body for lang, body in _fenced_blocks(answer)
             if lang.lower() in _PYTHON_LANGS]
   if blocks:

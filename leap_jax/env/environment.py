@@ -224,10 +224,10 @@ class KernelEnv:
                 ) -> tuple[Verdict | None, str | None]:
     """(verdict, None) for an answer that never reaches a worker, else
     (None, its source)."""
-    try:
-      source = candidate.extract_code(answer, self.config.max_answer_chars)
-    except candidate.AnswerTooLong as e:
-      return Verdict(task.task_id, Status.NO_CODE, str(e)), None
+    too_long = candidate.oversize(answer, self.config.max_answer_chars)
+    if too_long:
+      return Verdict(task.task_id, Status.NO_CODE, too_long), None
+    source = candidate.extract_code(answer, self.config.max_answer_chars)
     if source is None:
       return Verdict(task.task_id, Status.NO_CODE), None
     screened = screen.screen_source(source)

@@ -196,7 +196,8 @@ def fingerprint() -> tuple[Check, Callable[[], None]]:
     for i in range_(0, min_(len_(was), len_(now)), 2):
       if was[i] is not now[i] or was[i + 1] is not now[i + 1]:
         return was[i]
-    return now[len_(was)] if len_(now) > len_(was) else None
+    longer = now if len_(now) > len_(was) else was  # an entry added or gone
+    return longer[min_(len_(was), len_(now))]
 
   modules = {name: m for name, m in list_(sys_modules.items())
              if isinstance_(m, module_type) and name not in skipped}

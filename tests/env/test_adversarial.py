@@ -18,9 +18,8 @@ Three modes run on one module-scoped KernelEnv:
               hook, rlimits and the network namespace remain.
 Placeholders: SENTINEL_DIR (a fresh, empty directory per file and mode that
 must stay empty), TMP_SENTINEL and SHM_SENTINEL (paths under /tmp and
-/dev/shm named after the file, mode and run that must never exist), PORT (a
-127.0.0.1 listener that must never see a connection), UNCLOSED_FENCES and
-OVERSIZE_PADDING (long text, kept out of the files).
+/dev/shm named after the file, mode and run that must never exist) and PORT
+(a 127.0.0.1 listener that must never see a connection).
 
 After each case: nothing written at its sentinels, nor anything named after
 this run anywhere under /tmp, /dev/shm, the home directory or the repository;
@@ -64,8 +63,6 @@ FLOOD_MARKERS = (b"ADV_FLOOD_MARKER", b"ADV_FAKE_JSON_MARKER",
 RUN_TOKEN = f"leap_adv_{secrets.token_hex(4)}"   # in every sentinel's name
 ENV_MARKER_NAME = "LEAP_ADV_ENV_MARKER"
 ENV_MARKER = f"leap-env-marker-{secrets.token_hex(12)}"
-LONG_TEXT = {"UNCLOSED_FENCES": "```x\n" * 24000,       # 120 KB
-             "OVERSIZE_PADDING": "#" * 200_000}
 HOST_PATH_RE = re.compile(r"(?<![\w.:/])/[\w.+-]+/[\w.+-]+")  # not URLs
 # The 36 cases of the first round; every one must still hold.
 ORIGINAL_CASES = (
@@ -149,13 +146,8 @@ def _answer(case: Case, mode: str, sentinel: pathlib.Path, port: int) -> str:
   for placeholder, path in _outside_paths(mode, case.name).items():
     text = text.replace(placeholder, str(path))
   text = text.replace("PORT", str(port))
-  for placeholder, long_text in LONG_TEXT.items():
-    text = text.replace(placeholder, long_text)
   if mode == "audit_only":
-    try:
-      source = candidate.extract_code(text)
-    except candidate.AnswerTooLong:
-      source = None
+    source = candidate.extract_code(text)
     if source is not None:  # answers without code stay as they are
       text = REAL_BUILTINS_PREFIX + source
   return text

@@ -6,6 +6,7 @@ stays valid for the next one.
 
 import builtins
 import contextlib
+import gc
 
 import jax
 import jax.numpy as jnp
@@ -47,10 +48,16 @@ def module_guard():
 
 @pytest.fixture
 def guard(module_guard):
-  # pytest rebinds warnings' globals around each test: accepted here, as a
-  # worker accepts what its own sandbox set up since the fingerprint.
+  # pytest rebinds warnings' globals around each test, and gc callbacks of
+  # other test libraries (hypothesis) rebind theirs on every collection: the
+  # first accepted here, as a worker accepts what its own sandbox set up
+  # since the fingerprint, the second kept from running.
+  enabled = gc.isenabled()
+  gc.disable()
   module_guard[1]()
-  return module_guard
+  yield module_guard
+  if enabled:
+    gc.enable()
 
 
 def test_honest_work_changes_nothing(guard):
@@ -185,7 +192,7 @@ def test_a_rebound_builtin_is_seen_and_does_not_blind_the_check(guard):
   assert changed() is None
 
 
-def test_rebase_accepts_the_present_state():
+def test_rebase_accepts_the_present_state(guard):
   changed, rebase = state_guard.fingerprint()
   with _restoring(np, "asarray"):
     np.asarray = np.array
