@@ -18,7 +18,7 @@ from leap_jax.env.verdict import Status
 
 @dataclasses.dataclass(frozen=True)
 class Comparison:
-  status: Status                 # OK or WRONG_OUTPUT
+  status: Status   # OK or WRONG_OUTPUT (HARNESS_ERROR: judging itself failed)
   detail: str = ""
   errors: dict[str, float] | None = None
 
