@@ -168,6 +168,8 @@ def _decorator_use(ctx: _Context, node: ast.AST, kind: str) -> bool:
         isinstance(k.value, ast.Constant) and isinstance(k.value.value, bool)
         for k in parent.keywords)):
       return False
+    if kind == "def" and (len(parent.args) != 1 or parent.keywords):
+      return False  # assigned=/updated= name the attributes it copies
     target, parent = parent, ctx.parent(parent)
   elif kind == "def":
     return False
@@ -197,7 +199,8 @@ def _check_decorator_only(ctx: _Context, node: ast.AST, value: Any,
                           chain: str) -> None:
   for rule in _decorator_only():
     if value is rule.value and not _decorator_use(ctx, node, rule.kind):
-      how = ("`@...(wrapped)` on your own def" if rule.kind == "def" else
+      how = ("`@...(wrapped)` (one argument) on your own def"
+             if rule.kind == "def" else
              "a decorator of your own class (flags as True/False constants)")
       raise _Refusal(node, f"{chain} ({rule.path}) may only be used as {how}")
 
