@@ -63,12 +63,31 @@ class Limits:
 
 
 class _Violations:
-  """Blocked actions; the candidate holds no reference to the instance."""
+  """Blocked actions; the candidate holds no reference to the instance.
 
-  def __init__(self):
+  Each entry says what was refused and at which line of the candidate's code
+  (the innermost candidate frame on the stack), so the next turn can fix it.
+  """
+
+  def __init__(self, filename: str = module_views.CANDIDATE_FILENAME):
     self._events: list[str] = []
+    self._filename = filename
+    self._getframe, self._getline = sys._getframe, linecache.getline
 
-  def record(self, what: str) -> PermissionError:
+  def _candidate_line(self) -> int:
+    frame = self._getframe(2)
+    while frame is not None:
+      if frame.f_code.co_filename == self._filename:
+        return frame.f_lineno or 0
+      frame = frame.f_back
+    return 0
+
+  def record(self, what: str, line: int | None = None) -> PermissionError:
+    """`line`: the candidate's line, when the caller knows it already."""
+    line = self._candidate_line() if line is None else line
+    if line:
+      source = self._getline(self._filename, line).strip()
+      what += f" at line {line}" + (f": {source}" if source else "")
     self._events.append(what)
     return PermissionError(f"refused by the sandbox: {what}")
 
@@ -96,14 +115,11 @@ _EVENT_MEANING = (
 )
 
 
-def _describe(event: str, detail: str, line: int, source: str) -> str:
-  """One line for the feedback: what was refused, and where."""
+def _describe(event: str, detail: str) -> str:
+  """What a blocked audit event was, for the feedback."""
   meaning = next((m for prefix, m in _EVENT_MEANING
                   if event.startswith(prefix)), event)
-  what = f"{meaning} {detail}".strip() + f" [{event}]"
-  if line:
-    what += f" at line {line}" + (f": {source}" if source else "")
-  return what
+  return f"{meaning} {detail}".strip() + f" [{event}]"
 
 
 def apply_limits(limits: Limits) -> None:
@@ -165,8 +181,7 @@ def install_audit_hook(scratch_dir: str, read_roots: Iterable[str],
   write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT
   busy = [False]
   from_stack = frozenset({"compile", "exec", "_thread.start_new_thread"})
-  exempt, getline, describe = (module_views.codegen_exemption(),
-                               linecache.getline, _describe)
+  exempt, describe = module_views.codegen_exemption(), _describe
 
   def candidate_line(depth: int, event: str | None = None) -> int:
     """The candidate's line asking for this (0: not the candidate's doing,
@@ -187,8 +202,7 @@ def install_audit_hook(scratch_dir: str, read_roots: Iterable[str],
       busy[0] = False
 
   def refuse(event: str, detail: str, line: int) -> PermissionError:
-    source = getline(candidate_filename, line).strip() if line else ""
-    return record(describe(event, detail, line, source))
+    return record(describe(event, detail), line)
 
   def hook(event: str, args: tuple[Any, ...]) -> None:
     if event == "open":

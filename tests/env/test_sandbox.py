@@ -58,12 +58,25 @@ def test_subset_modules_come_as_views():
   assert future.annotations.compiler_flag
 
 
-def test_describe_names_the_action_and_the_line():
-  what = sandbox._describe("open", "'/etc/passwd' for reading", 7,
-                           "open('/etc/passwd')")
-  assert what == ("opening '/etc/passwd' for reading [open] at line 7: "
-                  "open('/etc/passwd')")
-  assert sandbox._describe("exec", "", 0, "").startswith("running generated")
+def test_describe_says_what_an_event_means():
+  assert sandbox._describe("open", "'/etc/passwd' for reading") == (
+      "opening '/etc/passwd' for reading [open]")
+  assert sandbox._describe("exec", "").startswith("running generated code")
+  assert sandbox._describe("sqlite3.connect", "") == "sqlite3.connect [sqlite3.connect]"
+
+
+def test_a_violation_names_the_candidates_line():
+  import linecache
+  violations = sandbox._Violations(filename="<test-candidate>")
+  source = "x = 1\ny = record('thing')\n"
+  linecache.cache["<test-candidate>"] = (len(source), None,
+                                         source.splitlines(True),
+                                         "<test-candidate>")
+  error = eval(compile("record('thing')", "<test-candidate>", "eval"),  # noqa: S307
+               {"record": violations.record})
+  assert violations.first() == "thing at line 1: x = 1"
+  assert "thing at line 1" in str(error)
+  assert violations.record("other", line=0) and violations._events[1] == "other"
 
 
 def _run_confined(body: str) -> subprocess.CompletedProcess:
@@ -160,3 +173,47 @@ def test_stdlib_codegen_passes_the_hook_and_nothing_else():
     assert lines[label].startswith("blocked"), (label, out.stdout, out.stderr)
   assert "generated code" in lines["first"], out.stdout
   assert "at line" in lines["first"], out.stdout
+
+
+_ADD = '''
+import jax
+from jax.experimental import pallas as pl
+
+def _add(x_ref, y_ref, o_ref):
+  o_ref[...] = x_ref[...] + y_ref[...]
+
+def kernel(x, y):
+  spec = pl.BlockSpec((8192,), lambda i: (i,))
+  return pl.pallas_call(_add, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                        grid=(x.shape[0] // 8192,), in_specs=[spec, spec],
+                        out_specs=spec)(x, y)
+'''
+
+
+_REFUSALS = [
+    ("import numpy as np\nnp.save('x.npy', 1)\n", "numpy.save (allowed from numpy"),
+    ("from jax.experimental.pallas import tpu\n",
+     "from jax.experimental.pallas import tpu"),
+    ("f = open('/etc/hostname')\n", "open()"),
+    ("import functools, jax\nfunctools.wraps(len)(jax.jit)\n",
+     "functools.wraps(...) applied to something other than a function you defined"),
+]
+
+
+def test_runtime_feedback_names_what_was_refused(monkeypatch):
+  """The screen off (as the adversarial tests' unscreened mode): the worker's
+  verdict says which import, member or action the sandbox refused."""
+  from leap_jax.env import candidate, environment, pool as pool_lib, screen
+  from leap_jax.env.verdict import Status
+  monkeypatch.setattr(environment.screen, "screen_source",
+                      lambda source: screen.ScreenResult(None))
+  answers = [("level1/vector_add", candidate.fence(prelude + _ADD))
+             for prelude, _ in _REFUSALS]
+  config = environment.EnvConfig(trials=1, check_lowering=False,
+                                 pool=pool_lib.PoolConfig(num_workers=2))
+  with environment.KernelEnv(config) as env:
+    verdicts = env.evaluate(answers)
+  for (_, named), verdict in zip(_REFUSALS, verdicts):
+    assert verdict.status is Status.FORBIDDEN, verdict.detail
+    assert named in verdict.detail, verdict.detail
+    assert "line" in verdict.detail, verdict.detail
