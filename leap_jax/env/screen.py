@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import importlib
 import re
 import types
@@ -186,17 +187,20 @@ class _DecoratorOnly:
   kind: str
 
 
-def _decorator_only() -> list[_DecoratorOnly]:
+@functools.cache
+def _decorator_only() -> tuple[_DecoratorOnly, ...]:
   out = []
   for path, kind in allowlist.DECORATOR_ONLY.items():
     module, _, name = path.rpartition(".")
     out.append(_DecoratorOnly(getattr(importlib.import_module(module), name),
                               path, kind))
-  return out
+  return tuple(out)
 
 
 def _check_decorator_only(ctx: _Context, node: ast.AST, value: Any,
                           chain: str) -> None:
+  if not isinstance(getattr(node, "ctx", None), ast.Load):
+    return
   for rule in _decorator_only():
     if value is rule.value and not _decorator_use(ctx, node, rule.kind):
       how = ("`@...(wrapped)` (one argument) on your own def"
