@@ -13,13 +13,15 @@ import builtins
 import ctypes
 import ctypes.util
 import dataclasses
+import linecache
 import os
 import resource
 import sys
 from collections.abc import Iterable
 from typing import Any
 
-from leap_jax.env import screen
+from leap_jax.env import allowlist
+from leap_jax.env import module_views
 
 _CLONE_NEWNET = 0x40000000
 
@@ -61,20 +63,63 @@ class Limits:
 
 
 class _Violations:
-  """Blocked actions; the candidate holds no reference to the instance."""
+  """Blocked actions; the candidate holds no reference to the instance.
 
-  def __init__(self):
+  Each entry says what was refused and at which line of the candidate's code
+  (the innermost candidate frame on the stack), so the next turn can fix it.
+  """
+
+  def __init__(self, filename: str = module_views.CANDIDATE_FILENAME):
     self._events: list[str] = []
+    self._filename = filename
+    self._getframe, self._getline = sys._getframe, linecache.getline
 
-  def record(self, what: str) -> PermissionError:
+  def _candidate_line(self) -> int:
+    frame = self._getframe(2)
+    while frame is not None:
+      if frame.f_code.co_filename == self._filename:
+        return frame.f_lineno or 0
+      frame = frame.f_back
+    return 0
+
+  def record(self, what: str, line: int | None = None) -> PermissionError:
+    """`line`: the candidate's line, when the caller knows it already."""
+    line = self._candidate_line() if line is None else line
+    if line:
+      source = self._getline(self._filename, line).strip()
+      what += f" at line {line}" + (f": {source}" if source else "")
     self._events.append(what)
-    return PermissionError(f"sandbox: {what} is not allowed")
+    return PermissionError(f"refused by the sandbox: {what}")
 
   def first(self) -> str | None:
     return self._events[0] if self._events else None
 
 
 VIOLATIONS = _Violations()
+
+# What a blocked audit event means at the candidate's level (feedback).
+_EVENT_MEANING = (
+    ("open", "opening"), ("socket.", "network access"),
+    ("subprocess.", "starting a process"), ("os.system", "starting a process"),
+    ("os.exec", "starting a process"), ("os.posix_spawn", "starting a process"),
+    ("os.spawn", "starting a process"), ("_posixsubprocess.", "starting a process"),
+    ("os.fork", "forking"), ("os.kill", "sending a signal"),
+    ("signal.", "signal handling"), ("ctypes.", "native code through ctypes"),
+    ("compile", "running generated code (exec/eval/compile, or importing a "
+                "module that was not loaded before the sandbox)"),
+    ("exec", "running generated code (exec/eval/compile, or importing a "
+             "module that was not loaded before the sandbox)"),
+    ("_thread.", "starting a thread"),
+    ("object.__getattr__", "introspection of frames or code"),
+    ("sys._getframe", "frame access"), ("os.", "file system changes"),
+)
+
+
+def _describe(event: str, detail: str) -> str:
+  """What a blocked audit event was, for the feedback."""
+  meaning = next((m for prefix, m in _EVENT_MEANING
+                  if event.startswith(prefix)), event)
+  return f"{meaning} {detail}".strip() + f" [{event}]"
 
 
 def apply_limits(limits: Limits) -> None:
@@ -136,44 +181,57 @@ def install_audit_hook(scratch_dir: str, read_roots: Iterable[str],
   write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT
   busy = [False]
   from_stack = frozenset({"compile", "exec", "_thread.start_new_thread"})
+  exempt, describe = module_views.codegen_exemption(), _describe
   # The gc lists every object (the harness's pipe, its fingerprint of jax's
   # state) and refers from any object to its holders.
   introspection = frozenset({"object.__getattr__", "sys._getframe",
                              "gc.get_objects", "gc.get_referrers",
                              "gc.get_referents"})
 
-  def candidate_asks(depth: int) -> bool:
+  def candidate_line(depth: int, event: str | None = None) -> int:
+    """The candidate's line asking for this (0: not the candidate's doing,
+    or the standard library's own code generation, see module_views)."""
     if busy[0]:  # events raised while we look at frames
-      return False
+      return 0
     busy[0] = True
     try:
       frame = getframe(2)
+      if event is not None and exempt(event, frame):
+        return 0
       while frame is not None and depth > 0:
         if frame.f_code.co_filename == candidate_filename:
-          return True
+          return frame.f_lineno or 1
         frame, depth = frame.f_back, depth - 1
-      return False
+      return 0
     finally:
       busy[0] = False
+
+  def refuse(event: str, detail: str, line: int) -> PermissionError:
+    return record(describe(event, detail), line)
 
   def hook(event: str, args: tuple[Any, ...]) -> None:
     if event == "open":
       path, mode = args[0], args[1]
       if not isinstance(path, str | bytes):
-        raise record("opening a file descriptor")
+        raise refuse(event, "a file descriptor", candidate_line(200))
       path = realpath(fsdecode(path))
       writes = isinstance(mode, str) and any(c in mode for c in "wax+")
       if isinstance(mode, int):
         writes = bool(mode & write_flags)
       if under(path, (scratch,)) or (not writes and under(path, roots)):
         return
-      raise record(f"open({path!r})")
+      raise refuse(event, f"{path!r} for {'writing' if writes else 'reading'}",
+                   candidate_line(200))
     if event.startswith(blocked):
-      raise record(event)
-    if event in introspection and candidate_asks(1):
-      raise record(f"{event}{args[1:2]!r}")
-    if event in from_stack and candidate_asks(200):
-      raise record(event)
+      raise refuse(event, "", candidate_line(200))
+    if event in introspection:
+      line = candidate_line(1)
+      if line:
+        raise refuse(event, repr(args[1]) if len(args) > 1 else "", line)
+    if event in from_stack:
+      line = candidate_line(200, event)
+      if line:
+        raise refuse(event, "", line)
 
   sys.addaudithook(hook)
 
@@ -195,19 +253,43 @@ def _denied(name: str):
 
 
 def _guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
-  if level != 0 or name not in screen.ALLOWED_MODULES:
-    raise VIOLATIONS.record(f"import {name}")
+  """The candidate's __import__: allowed modules only, all imported before
+  confinement (so no module code runs here); subset modules as views."""
+  if level != 0 or not isinstance(name, str) or not allowlist.module_allowed(
+      name):
+    raise VIOLATIONS.record(f"import {name!r} (allowed: "
+                            f"{', '.join(sorted(allowlist.ALLOWED_MODULES))})")
+  module = sys.modules.get(name)
+  if module is None:  # allowlist.import_all ran in warm-up; never here
+    raise VIOLATIONS.record(f"import {name!r} (not loaded before the sandbox)")
   for attr in fromlist or ():
-    if (attr in screen.FORBIDDEN_ATTRIBUTES or attr.startswith("_")
-        or attr == "*"):
-      raise VIOLATIONS.record(f"from {name} import {attr}")
-  return builtins.__import__(name, globals, locals, fromlist, level)
+    _check_from(name, module, attr)
+  if fromlist:
+    return module_views.view(name, VIOLATIONS.record)
+  root = name.partition(".")[0]
+  return module_views.view(root, VIOLATIONS.record)
+
+
+def _check_from(name: str, module, attr) -> None:
+  """`from name import attr`: judged by what the member resolves to."""
+  if not isinstance(attr, str) or attr == "*" or not allowlist.member_allowed(
+      name, attr):
+    raise VIOLATIONS.record(f"from {name} import {attr}")
+  full = f"{name}.{attr}"
+  if not hasattr(module, attr):
+    if full in sys.modules or not allowlist.module_allowed(full):
+      raise VIOLATIONS.record(f"from {name} import {attr} (not an allowed "
+                              f"module or member)")
+    raise VIOLATIONS.record(f"import {full!r} (not loaded before the sandbox)")
+  reason = allowlist.forbidden_object(getattr(module, attr))
+  if reason:
+    raise VIOLATIONS.record(f"from {name} import {attr}: {full} {reason}")
 
 
 def restricted_builtins() -> dict[str, Any]:
   """Builtins for the candidate's module: the harmless ones plus stubs."""
   table = {k: v for k, v in vars(builtins).items() if k in _SAFE_BUILTINS}
-  for name in screen.FORBIDDEN_NAMES:
+  for name in allowlist.FORBIDDEN_NAMES:
     if name not in table:
       table[name] = _denied(name)
   table["__import__"] = _guarded_import

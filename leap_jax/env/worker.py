@@ -14,6 +14,7 @@ import os
 import sys
 import tempfile
 import traceback
+import types
 from typing import Any
 
 import jax
@@ -21,7 +22,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import pallas as pl
 
+from leap_jax.env import allowlist
 from leap_jax.env import jaxpr_tools
+from leap_jax.env import module_views
 from leap_jax.env import quarantine
 from leap_jax.env import races
 from leap_jax.env import sandbox
@@ -31,7 +34,7 @@ from leap_jax.env import timing
 from leap_jax.env import wire
 from leap_jax.env.verdict import Status
 
-CANDIDATE_FILENAME = "<candidate>"
+CANDIDATE_FILENAME = module_views.CANDIDATE_FILENAME
 MAX_ERROR_CHARS = 16 << 10   # error text sent to the pool: its tail
 MAX_ERROR_FRAMES = 20
 
@@ -77,6 +80,7 @@ def _warm_kernel(x_ref, o_ref):
 
 def warm_up(setup: WorkerSetup) -> None:
   """Loads jax's lazily imported modules before the audit hook is armed."""
+  allowlist.import_all()  # a candidate's imports then never run module code
   def fn(x):
     return pl.pallas_call(
         _warm_kernel, out_shape=jax.ShapeDtypeStruct((16, 1), x.dtype),
@@ -120,7 +124,7 @@ def _classify(exc: BaseException, default: Status) -> _Stop:
     return exc
   if sandbox.VIOLATIONS.first():
     return _Stop(Status.FORBIDDEN,
-                 f"Blocked by the sandbox: {sandbox.VIOLATIONS.first()}.")
+                 f"Refused by the sandbox: {sandbox.VIOLATIONS.first()}.")
   if isinstance(exc, MemoryError):
     return _Stop(Status.RUNTIME_ERROR, "MemoryError: over the memory limit.")
   return _Stop(default, _error_text(exc))
@@ -128,10 +132,14 @@ def _classify(exc: BaseException, default: Status) -> _Stop:
 
 def _load_candidate(source: str):
   code = compile(source, CANDIDATE_FILENAME, "exec")
-  module = {"__builtins__": sandbox.restricted_builtins(),
-            "__name__": "candidate"}
-  exec(code, module)  # noqa: S102  (confined: restricted builtins, audit hook)
-  entry = module.get(screen.ENTRY_POINT)
+  # A real module in sys.modules: dataclasses resolves string annotations
+  # through it, and the methods it generates run with these restricted
+  # builtins (not the interpreter's).
+  module = types.ModuleType(module_views.CANDIDATE_MODULE)
+  module.__dict__["__builtins__"] = sandbox.restricted_builtins()
+  sys.modules[module_views.CANDIDATE_MODULE] = module
+  exec(code, module.__dict__)  # noqa: S102  (confined: restricted builtins, audit hook)
+  entry = module.__dict__.get(screen.ENTRY_POINT)
   if not callable(entry):
     raise _Stop(Status.MISSING_ENTRY_POINT,
                 f"`{screen.ENTRY_POINT}` is not a function.")

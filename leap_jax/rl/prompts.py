@@ -21,7 +21,7 @@ import dataclasses
 from typing import Any, Callable, Sequence
 
 import kernels_pallas
-from leap_jax.env import candidate, screen
+from leap_jax.env import allowlist, candidate
 
 SYSTEM = ('You are an expert in JAX and Pallas. You write correct, fast GPU '
           'kernels with jax.experimental.pallas.')
@@ -34,8 +34,10 @@ Answer with one ```python block. The code must:
 - do the computation inside `pl.pallas_call` kernels; outside them only data
   movement and cheap glue (reshape, transpose, pad, slice, concatenate, dtype
   casts, broadcasting) is allowed;
-- import only: {modules};
-- never pass `interpret=` (the environment chooses how kernels run)."""
+- import only: {modules}; {subsets};
+- never pass `interpret=` (the environment chooses how kernels run).
+Refused: files, the host, callbacks, jax.config and global state, private or
+dunder attributes, exec/eval/open/getattr, assigning to attributes."""
 
 BACKEND_RULES = {
     'triton': ('Backend: Pallas Triton (GPU). Block shapes must be powers of '
@@ -68,11 +70,14 @@ def task_text(task_id: str, backend: str = 'triton') -> str:
   task = kernels_pallas.get_task(task_id)
   shapes = '\n'.join(f'  input {i}: {s.dtype} {list(s.shape)}'
                      for i, s in enumerate(task.input_shapes()))
-  modules = ', '.join(sorted(screen.ALLOWED_MODULES))
+  modules = ', '.join(sorted(allowlist.ALLOWED_MODULES - {'__future__'}))
+  subsets = '; '.join(f'from {m} only {", ".join(sorted(names))}'
+                      for m, names in sorted(allowlist.MODULE_SUBSETS.items())
+                      if m != '__future__')
   return (f'Task {task_id}.\n{task.description}\n\n'
           f'Reference implementation (plain jax.numpy):\n```python\n'
           f'{task.reference_source.rstrip()}\n```\n\nInputs:\n{shapes}\n\n'
-          f'{CONTRACT.format(modules=modules)}\n'
+          f'{CONTRACT.format(modules=modules, subsets=subsets)}\n'
           f'{BACKEND_RULES.get(backend, "")}').rstrip()
 
 

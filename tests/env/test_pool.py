@@ -9,8 +9,12 @@ from leap_jax.env.verdict import Status
 from tests.env.conftest import vector_add
 
 TASK = "level1/vector_add"
-# Reachable only with the static screen off: typing.sys is the real sys module.
-CRASH = "```python\nimport typing\ndef kernel(x, y):\n  typing.sys.modules['os']._exit(3)\n```"
+# Reachable only with the static screen off: os._exit through the globals of
+# os._wrap_close.__init__ (the candidate's typing has no `sys` any more).
+CRASH = ("```python\ndef kernel(x, y):\n"
+         "  for c in ().__class__.__base__.__subclasses__():\n"
+         "    if c.__name__ == '_wrap_close':\n"
+         "      c.__init__.__globals__['_exit'](3)\n```")
 
 
 @pytest.fixture(scope="module")

@@ -87,3 +87,14 @@ def test_plain_and_chat_templates():
   # Deterministic.
   assert prompts.render(msgs, ByteTokenizer()) == prompts.render(
       msgs, ByteTokenizer())
+
+
+def test_contract_states_the_allowlist():
+  from leap_jax.env import allowlist
+  text = prompts.task_text(TASK)
+  for module in allowlist.ALLOWED_MODULES - {'__future__'}:
+    assert module in text
+  for module, names in allowlist.MODULE_SUBSETS.items():
+    if module != '__future__':
+      assert f'from {module} only {", ".join(sorted(names))}' in text
+  assert 'jax.config' in text and 'exec/eval/open/getattr' in text
