@@ -154,7 +154,7 @@ class PoolTap:
   def __exit__(self, *exc):
     self.close()
 
-  def _converse(self, slot, w, job, judge):
+  def _converse(self, slot, w, job, judge, *rest):
     source = job.get("source", "")
     try:  # a pidfd: a kill can never reach a reused pid
       fd = os.pidfd_open(w.process.pid)
@@ -165,19 +165,19 @@ class PoolTap:
       if fd is not None:
         self.running[fd] = (source, w.process.pid)
     try:
-      return self._converse_inner(slot, w, job, judge)
+      return self._converse_inner(slot, w, job, judge, *rest)
     finally:
       if fd is not None:
         with self._lock:
           del self.running[fd]
           os.close(fd)
 
-  def _candidate_phase(self, w, job, judge):
+  def _candidate_phase(self, w, job, judge, *rest):
     start = time.monotonic()
     with self._lock:
       self.in_candidate.add(w.process.pid)
     try:
-      return self._phase_inner(w, job, judge)
+      return self._phase_inner(w, job, judge, *rest)
     finally:
       with self._lock:
         self.in_candidate.discard(w.process.pid)

@@ -1,0 +1,223 @@
+"""The pool's handle on one worker process: how it starts, its private
+socket, its scratch dir and the times of its life.
+
+Starters: the zygote (default: a fork of a clean, preloaded process) or a
+multiprocessing context (`forkserver`: the stdlib forkserver with the worker
+module imported, the pre-zygote path; `spawn`: a fresh interpreter per
+worker). A thread per worker waits for its `ready` message, so a start-up is
+seen to end when it ends. After an outcome the worker is SIGKILLed; once it
+is gone its scratch dir is removed, whatever it did.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+import shutil
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any
+
+from leap_jax.env import jail
+from leap_jax.env import wire
+from leap_jax.env import worker as worker_lib
+from leap_jax.env import zygote as zygote_lib
+
+ALLOWED_DTYPES = frozenset({"float32", "float16", "bfloat16", "float64",
+                            "int32", "int64", "int8", "int16", "uint8",
+                            "uint32", "bool"})
+_SERIAL = itertools.count()
+
+
+@dataclasses.dataclass
+class WorkerLife:
+  """Monotonic times (seconds, one clock for every process on the host)."""
+  requested: float                 # the pool asked for the process
+  forked_at: float | None = None   # the zygote forked it
+  entered: float | None = None     # worker.main began
+  jailed: float | None = None      # OS layer done
+  ready: float | None = None       # backend up, `ready` sent
+  taken: float | None = None       # a job took it
+  started: float | None = None     # confined, job confirmed
+  outcome: float | None = None     # the pool had its outcome
+  killed: float | None = None
+  gone: float | None = None        # reaped and its scratch removed
+
+  def phases(self) -> dict[str, float]:
+    """Seconds per phase; phases it never reached are left out. `idle`: a
+    ready worker waited for a job; `wait`: a job waited for its worker's
+    start-up (the start-up it could not hide)."""
+    t = dataclasses.asdict(self)
+    spans = {"fork": ("requested", "entered"), "jail": ("entered", "jailed"),
+             "backend": ("jailed", "ready"), "idle": ("ready", "taken"),
+             "wait": ("taken", "ready"), "job": ("started", "outcome"),
+             "teardown": ("outcome", "gone")}
+    out = {name: t[b] - t[a] for name, (a, b) in spans.items()
+           if t[a] is not None and t[b] is not None}
+    out = {name: max(0.0, seconds) for name, seconds in out.items()}
+    if None not in (self.taken, self.ready, self.started):
+      out["confine"] = max(0.0, self.started - max(self.taken, self.ready))
+    return out
+
+
+def remove_tree(path: str) -> None:
+  """Removes path whatever a worker did to the modes below it."""
+  def force(function, failed, _):
+    try:
+      os.chmod(os.path.dirname(failed), 0o700)
+      os.chmod(failed, 0o700)
+      function(failed)
+    except OSError:
+      pass
+  try:
+    shutil.rmtree(path, onerror=force)
+  except FileNotFoundError:
+    pass
+
+
+class _ZygoteStarter:
+  def __init__(self, env: dict[str, str]):
+    self.zygote = zygote_lib.Zygote(env)
+
+  def start(self, setup, jail_config, scratch) -> tuple[Any, Connection]:
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+      child = self.zygote.spawn(dataclasses.asdict(setup),
+                                dataclasses.asdict(jail_config), scratch,
+                                theirs.fileno())
+    except zygote_lib.ZygoteError as e:
+      ours.close()
+      raise OSError(str(e)) from None
+    finally:
+      theirs.close()
+    return child, Connection(ours.detach())
+
+  def close(self) -> None:
+    self.zygote.close()
+
+
+class _MultiprocessingStarter:
+  def __init__(self, ctx):
+    self.ctx = ctx
+
+  def start(self, setup, jail_config, scratch) -> tuple[Any, Connection]:
+    conn, child_conn = self.ctx.Pipe(duplex=True)
+    process = self.ctx.Process(
+        target=worker_lib.main, daemon=True,
+        args=(child_conn, setup, scratch, jail_config, False))
+    process.start()
+    child_conn.close()
+    return process, conn
+
+  def close(self) -> None:
+    pass
+
+
+def make_starter(start_method: str, jail_config: jail.JailConfig):
+  if start_method == "zygote":
+    return _ZygoteStarter(jail.minimal_environment(os.environ,
+                                                   jail_config.passthrough))
+  import multiprocessing  # noqa: PLC0415
+  if start_method not in ("forkserver", "spawn"):
+    raise ValueError("env start_method must be zygote, forkserver or spawn, "
+                     f"got {start_method!r}")
+  ctx = multiprocessing.get_context(start_method)
+  if start_method == "forkserver":
+    ctx.set_forkserver_preload(["leap_jax.env.worker"])
+  return _MultiprocessingStarter(ctx)
+
+
+class WorkerProcess:
+  """One worker, its private socket and scratch dir."""
+
+  def __init__(self, starter, setup: worker_lib.WorkerSetup,
+               jail_config: jail.JailConfig, scratch_root: str,
+               startup_deadline_s: float,
+               on_ready: Callable[[WorkerProcess], None] = lambda w: None):
+    self.setup = setup
+    self.life = WorkerLife(requested=time.monotonic())
+    self.scratch = os.path.join(scratch_root, f"w{next(_SERIAL)}")
+    os.mkdir(self.scratch, 0o700)
+    try:
+      self.process, self.conn = starter.start(setup, jail_config, self.scratch)
+    except BaseException:
+      remove_tree(self.scratch)
+      raise
+    self.jobs_done = 0
+    self._ready = threading.Event()
+    self.ready_error: str | None = None
+    self._gone = threading.Event()
+    self._on_ready = on_ready
+    threading.Thread(target=self._wait_ready, args=(startup_deadline_s,),
+                     name="leap-env-ready", daemon=True).start()
+
+  def receive(self, deadline_s: float, max_bytes: int) -> dict[str, Any] | None:
+    """A message, or None when the deadline passes; EOFError if it died."""
+    if not self.conn.poll(max(0.0, deadline_s)):
+      return None
+    message = self.conn.recv_bytes(max_bytes)
+    header, arrays = wire.decode(message, ALLOWED_DTYPES)
+    header["_arrays"] = arrays
+    return header
+
+  def _wait_ready(self, deadline_s: float) -> None:
+    try:
+      ready = self.receive(deadline_s, wire.MAX_HEADER_BYTES)
+      if ready is None or ready.get("kind") != "ready":
+        self.ready_error = f"worker not ready: {ready and ready.get('kind')}"
+      else:
+        self.life.ready = time.monotonic()
+        for key in ("forked_at", "entered", "jailed"):
+          value = ready.get(key)
+          setattr(self.life, key, value if isinstance(value, float) else None)
+    except (EOFError, OSError, wire.WireError) as e:
+      self.ready_error = f"worker failed while starting: {e!r}"
+    finally:
+      self._ready.set()
+      self._on_ready(self)
+
+  def wait_ready(self, timeout_s: float) -> str | None:
+    """None once ready; otherwise what went wrong."""
+    if not self._ready.wait(timeout_s):
+      return "worker not ready before the start-up deadline"
+    return self.ready_error
+
+  @property
+  def started_up(self) -> bool:
+    return self._ready.is_set()
+
+  def kill(self, on_gone: Callable[[WorkerProcess], None] = lambda w: None,
+           wait: bool = False) -> None:
+    """SIGKILL to its process group; scratch removed once it is gone (now
+    for multiprocessing workers, when the zygote reaps it otherwise)."""
+    self.life.killed = time.monotonic()
+    process = self.process
+    if isinstance(process, zygote_lib.Child):
+      process.kill()
+      process.on_exit(lambda _: self._cleanup(on_gone))
+      if wait:
+        self._gone.wait(10)
+      return
+    try:
+      os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, TypeError):
+      pass
+    try:
+      process.kill()
+    except (ProcessLookupError, AttributeError):
+      pass
+    process.join(timeout=10)
+    self._cleanup(on_gone)
+
+  def _cleanup(self, on_gone) -> None:
+    self._ready.wait(10)  # its reader sees EOF now; then the fd may close
+    self.conn.close()
+    remove_tree(self.scratch)
+    self.life.gone = time.monotonic()
+    self._gone.set()
+    on_gone(self)
