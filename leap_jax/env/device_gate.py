@@ -97,6 +97,7 @@ class DeviceGate:
       self._close_interval(hold)
       hold.state = WAITING
       self._queue[hold.device].append(hold)
+      self._cond.notify_all()  # the head may now be the only one running
       self._cond.wait_for(lambda: self._may_run_alone(hold))
       hold.state, hold.since = EXCLUSIVE, self._clock()
     try:
