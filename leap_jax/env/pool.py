@@ -157,10 +157,16 @@ class WorkerPool:
       self._alive.discard(w)
       self.lives.append(w.life)
 
-  def prestart(self) -> None:
-    """Starts every slot's worker now (otherwise on first use)."""
+  def prestart(self, wait: bool = False) -> None:
+    """Starts every slot's worker now (otherwise on first use); `wait`:
+    until each is ready (or failed)."""
     for slot in range(self.size):
       self._fill(slot)
+    if wait:
+      with self._lock:
+        spares = [w for w in self._spare if w is not None]
+      for w in spares:
+        w.wait_ready(self.config.startup_deadline_s)
 
   def _fill(self, slot: int) -> None:
     """Gives the slot a live spare if it has none (and its device allows a

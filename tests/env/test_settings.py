@@ -42,3 +42,32 @@ def test_prompts_target_the_gpu_backend_even_in_interpret_mode():
                           ("mosaic", "mosaic")):
     env.backend = backend
     assert settings.env_config_from(env, has_gpu=True).target_backend == target
+
+
+def test_workers_per_device_puts_several_workers_on_each_gpu():
+  cfg = leap.get_config().env
+  cfg.verify_devices, cfg.workers_per_device = "2,3", 2
+  env_config = settings.env_config_from(cfg, has_gpu=True)
+  assert [s.visible_device for s in env_config.pool.setups] == ["2", "3", "2", "3"]
+  devices = [settings.pool_lib.slot_device(s, i)
+             for i, s in enumerate(env_config.pool.setups)]
+  assert devices == ["2", "3", "2", "3"]  # slots on one GPU share its gate
+
+
+def test_cpu_slots_are_each_their_own_device_and_bad_counts_are_errors():
+  cfg = leap.get_config().env
+  cfg.num_workers = 3
+  setups = settings.env_config_from(cfg, has_gpu=False).pool.setups
+  assert len({settings.pool_lib.slot_device(s, i)
+              for i, s in enumerate(setups)}) == 3
+  cfg.workers_per_device = 0
+  with pytest.raises(ValueError, match="workers_per_device must be >= 1"):
+    settings.env_config_from(cfg, has_gpu=True)
+
+
+def test_the_os_layer_and_start_method_come_from_the_config():
+  cfg = leap.get_config().env
+  pool = settings.env_config_from(cfg, has_gpu=False).pool
+  assert pool.start_method == "zygote" and pool.jail.enabled
+  cfg.os_jail = False
+  assert not settings.env_config_from(cfg, has_gpu=False).pool.jail.enabled
