@@ -128,7 +128,7 @@ class WorkerPool:
     return len(self._setups)
 
   def live_workers(self) -> int:
-    return sum(w is not None and w.process.is_alive() for w in self._spare)
+    return sum(w is not None and w.alive() for w in self._spare)
 
   def _new_worker(self, slot: int, spare: bool) -> worker_process.WorkerProcess | None:
     """A worker for `slot`. A spare's start-up holds its device (it may not
@@ -144,12 +144,14 @@ class WorkerPool:
     try:
       w = worker_process.WorkerProcess(
           self._starter, self._setups[slot], self.config.jail,
-          self._scratch_root, self.config.startup_deadline_s, started_up)
+          self._scratch_root, self.config.startup_deadline_s, started_up,
+          self._gone)
     except BaseException:
       started_up(None)
       raise
     with self._lock:
-      self._alive.add(w)
+      if not w.gone:  # (a start that failed at once is gone already)
+        self._alive.add(w)
     return w
 
   def _gone(self, w: worker_process.WorkerProcess) -> None:
@@ -173,7 +175,7 @@ class WorkerPool:
     start-up now); a failure to start is left to the slot's next job."""
     with self._lock:
       spare = self._spare[slot]
-      if spare is not None and spare.process.is_alive():
+      if spare is not None and spare.alive():
         return
     try:
       fresh = self._new_worker(slot, spare=True)
@@ -183,7 +185,7 @@ class WorkerPool:
     with self._lock:
       old, self._spare[slot] = self._spare[slot], fresh
     if old is not None:
-      old.kill(self._gone)
+      old.kill()
 
   def _take(self, slot: int, early_successor: bool) -> worker_process.WorkerProcess:
     """The slot's pre-started (or recycled) worker.
@@ -204,7 +206,7 @@ class WorkerPool:
           self._spare[slot] = successor
     except OSError as e:  # fork/zygote failure: ours, not the model's
       if w is not None:
-        w.kill(self._gone)
+        w.kill()
       raise _HarnessFault(f"could not start a worker: {e!r}") from None
     w.life.taken = time.monotonic()
     return w
@@ -214,11 +216,11 @@ class WorkerPool:
     """Keeps a recycled worker, or kills it; the slot gets a live spare
     unless its device is being timed (then its next job starts one)."""
     w.life.outcome = time.monotonic()
-    if reusable and w.jobs_done < w.setup.jobs_per_worker and w.process.is_alive():
+    if reusable and w.jobs_done < w.setup.jobs_per_worker and w.alive():
       with self._lock:
         self._spare[slot] = w
       return
-    w.kill(self._gone)
+    w.kill()
     self._fill(slot)
 
   def run(self, jobs: Sequence[dict[str, Any]],
@@ -344,7 +346,7 @@ class WorkerPool:
       self._spare = [None] * len(self._spare)
       alive = list(self._alive)
     for w in alive:
-      w.kill(self._gone, wait=True)
+      w.kill(wait=True)
     self._starter.close()
     worker_process.remove_tree(self._scratch_root)
 

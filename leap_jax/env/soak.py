@@ -157,7 +157,7 @@ class PoolTap:
   def _converse(self, slot, w, job, judge, *rest):
     source = job.get("source", "")
     try:  # a pidfd: a kill can never reach a reused pid
-      fd = os.pidfd_open(w.process.pid)
+      fd = os.pidfd_open(w.process.pid) if w.wait_spawned(60) else None
     except OSError:
       fd = None
     with self._lock:

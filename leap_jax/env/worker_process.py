@@ -133,28 +133,50 @@ def make_starter(start_method: str, jail_config: jail.JailConfig):
 
 
 class WorkerProcess:
-  """One worker, its private socket and scratch dir."""
+  """One worker, its private socket and scratch dir.
+
+  Made at once: the process is started (and its `ready` awaited) by a
+  thread of its own, so whoever asks for a worker never waits for a fork.
+  """
 
   def __init__(self, starter, setup: worker_lib.WorkerSetup,
                jail_config: jail.JailConfig, scratch_root: str,
                startup_deadline_s: float,
-               on_ready: Callable[[WorkerProcess], None] = lambda w: None):
+               on_ready: Callable[[WorkerProcess], None] = lambda w: None,
+               on_gone: Callable[[WorkerProcess], None] = lambda w: None):
     self.setup = setup
     self.life = WorkerLife(requested=time.monotonic())
     self.scratch = os.path.join(scratch_root, f"w{next(_SERIAL)}")
     os.mkdir(self.scratch, 0o700)
-    try:
-      self.process, self.conn = starter.start(setup, jail_config, self.scratch)
-    except BaseException:
-      remove_tree(self.scratch)
-      raise
+    self.process: Any = None   # set once started
+    self.conn: Connection | None = None
     self.jobs_done = 0
-    self._ready = threading.Event()
     self.ready_error: str | None = None
+    self._lock = threading.Lock()
+    self._spawned = threading.Event()
+    self._ready = threading.Event()
     self._gone = threading.Event()
-    self._on_ready = on_ready
-    threading.Thread(target=self._wait_ready, args=(startup_deadline_s,),
-                     name="leap-env-ready", daemon=True).start()
+    self._kill_asked = False
+    self._on_ready, self._on_gone = on_ready, on_gone
+    threading.Thread(target=self._start, name="leap-env-start", daemon=True,
+                     args=(starter, jail_config, startup_deadline_s)).start()
+
+  def _start(self, starter, jail_config, deadline_s: float) -> None:
+    try:
+      process, conn = starter.start(self.setup, jail_config, self.scratch)
+    except OSError as e:  # fork or zygote failure: ours, not the model's
+      self.ready_error = f"could not start a worker: {e!r}"
+      self._spawned.set()
+      self._started_up()
+      self._cleanup()
+      return
+    with self._lock:
+      self.process, self.conn = process, conn
+      kill = self._kill_asked
+    self._spawned.set()
+    if kill:
+      self._kill_now()
+    self._wait_ready(deadline_s)
 
   def receive(self, deadline_s: float, max_bytes: int) -> dict[str, Any] | None:
     """A message, or None when the deadline passes; EOFError if it died."""
@@ -178,8 +200,15 @@ class WorkerProcess:
     except (EOFError, OSError, wire.WireError) as e:
       self.ready_error = f"worker failed while starting: {e!r}"
     finally:
-      self._ready.set()
-      self._on_ready(self)
+      self._started_up()
+
+  def _started_up(self) -> None:
+    self._ready.set()
+    self._on_ready(self)
+
+  def wait_spawned(self, timeout_s: float) -> bool:
+    """True once the process exists (it may have failed to, see ready_error)."""
+    return self._spawned.wait(timeout_s) and self.process is not None
 
   def wait_ready(self, timeout_s: float) -> str | None:
     """None once ready; otherwise what went wrong."""
@@ -191,17 +220,35 @@ class WorkerProcess:
   def started_up(self) -> bool:
     return self._ready.is_set()
 
-  def kill(self, on_gone: Callable[[WorkerProcess], None] = lambda w: None,
-           wait: bool = False) -> None:
-    """SIGKILL to its process group; scratch removed once it is gone (now
-    for multiprocessing workers, when the zygote reaps it otherwise)."""
+  @property
+  def gone(self) -> bool:
+    return self._gone.is_set()
+
+  def alive(self) -> bool:
+    """Starting, or running; False once dead or failed to start."""
+    with self._lock:
+      if self.process is None:
+        return not self._spawned.is_set()
+      return self.process.is_alive()
+
+  def kill(self, wait: bool = False) -> None:
+    """SIGKILL to its process group; its scratch removed once it is gone
+    (now for multiprocessing workers, when the zygote reaps it otherwise)."""
     self.life.killed = time.monotonic()
+    with self._lock:
+      self._kill_asked = True
+      spawned = self.process is not None
+    if spawned:
+      self._kill_now()
+    if wait:
+      self._spawned.wait(60)
+      self._gone.wait(10)
+
+  def _kill_now(self) -> None:
     process = self.process
     if isinstance(process, zygote_lib.Child):
       process.kill()
-      process.on_exit(lambda _: self._cleanup(on_gone))
-      if wait:
-        self._gone.wait(10)
+      process.on_exit(lambda _: self._cleanup())
       return
     try:
       os.killpg(process.pid, signal.SIGKILL)
@@ -212,12 +259,16 @@ class WorkerProcess:
     except (ProcessLookupError, AttributeError):
       pass
     process.join(timeout=10)
-    self._cleanup(on_gone)
+    self._cleanup()
 
-  def _cleanup(self, on_gone) -> None:
+  def _cleanup(self) -> None:
+    with self._lock:
+      if self._gone.is_set():
+        return
+      self._gone.set()
     self._ready.wait(10)  # its reader sees EOF now; then the fd may close
-    self.conn.close()
+    if self.conn is not None:
+      self.conn.close()
     remove_tree(self.scratch)
     self.life.gone = time.monotonic()
-    self._gone.set()
-    on_gone(self)
+    self._on_gone(self)
