@@ -9,10 +9,12 @@ code: leap_jax/env/soak.py's mixture) through the pool with each start path:
   spawn       a fresh python per candidate (the baseline of the ratios)
   recycled    one process serves many candidates: fastest, but state carries
               over, so never used for the policy's answers
-Every path but recycled starts one fresh process per candidate. Overhead per
-job: the workers' wall time (workers x seconds) not spent in candidate jobs
-(from the worker confirming its job to the pool having its outcome), per job
-that reached a worker. Phases: mean seconds per worker life (fork: asked ->
+Every path but recycled starts one fresh process per candidate. Parent: the
+seconds before the first job reached a worker (screening, fresh trial inputs
+and reference outputs per task; the same for every path). Overhead per job:
+the workers' wall time after that (workers x seconds) not spent in candidate
+jobs (from the worker confirming its job to the pool having its outcome),
+per job that reached a worker; the share counts the whole wall time. Phases: mean seconds per worker life (fork: asked ->
 worker code runs; jail: OS layer; backend: XLA client and warm-up; wait: a
 job waited for its worker's start-up; confine; job; teardown: outcome ->
 process reaped and scratch removed, off the job's path). Last stdout line:
@@ -55,10 +57,11 @@ def measure(mode: str, workers: int, batch) -> dict:
     env.pool.prestart(wait=True)  # (the zygote's preload: once per pool)
     env.pool.lives.clear()
     with soak.PoolTap(env.pool) as tap:
-      start = time.perf_counter()
+      start = time.monotonic()
       verdicts = env.evaluate(batch)
-      seconds = time.perf_counter() - start
+      seconds = time.monotonic() - start
     jobs = sum(tap.attempts.values())
+  parent = max(0.0, (tap.first_job or start) - start)
   lives = [life.phases() for life in env.pool.lives if life.started is not None]
   phases = {p: round(sum(l.get(p, 0.0) for l in lives) / max(1, len(lives)), 3)
             for p in PHASES}
@@ -66,10 +69,11 @@ def measure(mode: str, workers: int, batch) -> dict:
   idle = workers * seconds - tap.candidate_seconds
   return {"mode": mode, "workers": workers, "seconds": round(seconds, 2),
           "candidates_per_s": round(len(batch) / seconds, 3),
-          "worker_jobs": jobs,
+          "worker_jobs": jobs, "parent_s": round(parent, 2),
           "candidate_seconds": round(tap.candidate_seconds, 2),
           "pool_overhead": round(idle / (workers * seconds), 3),
-          "overhead_s_per_job": round(idle / max(1, jobs), 3),
+          "overhead_s_per_job": round(
+              (idle - workers * parent) / max(1, jobs), 3),
           "phases_s": phases, "statuses": dict(sorted(counts.items()))}
 
 
@@ -81,15 +85,19 @@ def main(argv):
   print(f"{len(batch)} mixed candidates, {os.cpu_count()} CPU cores (shared: "
         "other jobs may run), Pallas interpret mode on CPU")
   print(f"{'mode':<12}{'workers':>8}{'seconds':>9}{'cand/s':>8}{'vs spawn':>10}"
-        f"{'overhead':>10}{'s/job':>7}  " + " ".join(f"{p:>8}" for p in PHASES))
+        f"{'parent':>8}{'overhead':>10}{'s/job':>7}  "
+        + " ".join(f"{p:>8}" for p in PHASES))
   for r in rows:
     ratio = r["candidates_per_s"] / base[r["workers"]] if r["workers"] in base else float("nan")
     r["vs_spawn"] = round(ratio, 2)
     print(f"{r['mode']:<12}{r['workers']:>8}{r['seconds']:>9.1f}"
-          f"{r['candidates_per_s']:>8.2f}{ratio:>9.2f}x{r['pool_overhead']:>10.0%}"
+          f"{r['candidates_per_s']:>8.2f}{ratio:>9.2f}x{r['parent_s']:>8.1f}"
+          f"{r['pool_overhead']:>10.0%}"
           f"{r['overhead_s_per_job']:>7.2f}  "
           + " ".join(f"{r['phases_s'][p]:>8.3f}" for p in PHASES))
-  print("phases: mean seconds per worker life; statuses: " +
+  print("parent: seconds before the first job; overhead: share of worker "
+        "time not in jobs; s/job: seconds per job after the parent's part; "
+        "phases: mean seconds per worker life; statuses: " +
         json.dumps(rows[0]["statuses"]))
   by = {(r["mode"], r["workers"]): r["candidates_per_s"] for r in rows}
   summary = {f"{a}_vs_{b}_{w}w": round(by[a, w] / by[b, w], 2)

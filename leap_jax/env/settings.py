@@ -27,6 +27,21 @@ def resolve_backend(name: str, has_gpu: bool) -> str:
   return name
 
 
+def physical_devices(devices: list[str], visible: str | None) -> list[str]:
+  """env.verify_devices are ids among the GPUs this job may use (as jax
+  numbers them); a worker sets CUDA_VISIBLE_DEVICES itself, from a clean
+  environment, so it gets the id the job's own CUDA_VISIBLE_DEVICES (SLURM,
+  Kubernetes) gives that GPU."""
+  allowed = [d.strip() for d in (visible or "").split(",") if d.strip()]
+  if not allowed:
+    return devices
+  try:
+    return [allowed[int(d)] for d in devices]
+  except (ValueError, IndexError):
+    raise ValueError(f"env.verify_devices={','.join(devices)} are not ids among "
+                     f"this job's CUDA_VISIBLE_DEVICES={visible}") from None
+
+
 def _host_has_gpu() -> bool:
   import jax  # pylint: disable=g-import-not-at-top
   return any(d.platform == "gpu" for d in jax.devices())
@@ -56,7 +71,8 @@ def env_config_from(cfg: ml_collections.ConfigDict,
   else:
     # Slots go round the devices: with workers_per_device > 1 several
     # workers check candidates on one GPU; timing still has it alone.
-    devices = devices or ["0"]
+    devices = physical_devices(devices or ["0"],
+                               os.environ.get("CUDA_VISIBLE_DEVICES"))
     n = cfg.num_workers or len(devices) * per_device
     setups = tuple(worker_lib.WorkerSetup(backend=backend,
                                           visible_device=devices[i % len(devices)],

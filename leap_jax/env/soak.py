@@ -141,6 +141,7 @@ class PoolTap:
     self.running: dict[int, tuple[str, int]] = {}  # pidfd -> (source, pid)
     self.in_candidate: set[int] = set()            # pids
     self.candidate_seconds = 0.0
+    self.first_job: float | None = None            # monotonic
     self.kills: collections.Counter[str] = collections.Counter()  # by phase
     pool._converse = self._converse
     pool._candidate_phase = self._candidate_phase
@@ -156,6 +157,8 @@ class PoolTap:
 
   def _converse(self, slot, w, job, judge, *rest):
     source = job.get("source", "")
+    with self._lock:
+      self.first_job = self.first_job or time.monotonic()
     try:  # a pidfd: a kill can never reach a reused pid
       fd = os.pidfd_open(w.process.pid) if w.wait_spawned(60) else None
     except OSError:

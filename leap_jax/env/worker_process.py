@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 import os
 import shutil
 import signal
@@ -32,6 +33,7 @@ ALLOWED_DTYPES = frozenset({"float32", "float16", "bfloat16", "float64",
                             "int32", "int64", "int8", "int16", "uint8",
                             "uint32", "bool"})
 _SERIAL = itertools.count()
+_LOG = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
@@ -81,15 +83,28 @@ def remove_tree(path: str) -> None:
 
 
 class _ZygoteStarter:
+  """Forks workers from the pool's zygote; a zygote that died (the OOM
+  killer, an operator) is replaced, once per failure, with a warning."""
+
   def __init__(self, env: dict[str, str]):
+    self._env = env
+    self._lock = threading.Lock()
     self.zygote = zygote_lib.Zygote(env)
+
+  def _current(self) -> zygote_lib.Zygote:
+    with self._lock:
+      if not self.zygote.alive():
+        _LOG.warning("the zygote exited; starting a new one")
+        self.zygote.close()
+        self.zygote = zygote_lib.Zygote(self._env)
+      return self.zygote
 
   def start(self, setup, jail_config, scratch) -> tuple[Any, Connection]:
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-      child = self.zygote.spawn(dataclasses.asdict(setup),
-                                dataclasses.asdict(jail_config), scratch,
-                                theirs.fileno())
+      child = self._current().spawn(dataclasses.asdict(setup),
+                                    dataclasses.asdict(jail_config), scratch,
+                                    theirs.fileno())
     except zygote_lib.ZygoteError as e:
       ours.close()
       raise OSError(str(e)) from None
@@ -98,7 +113,8 @@ class _ZygoteStarter:
     return child, Connection(ours.detach())
 
   def close(self) -> None:
-    self.zygote.close()
+    with self._lock:
+      self.zygote.close()
 
 
 class _MultiprocessingStarter:

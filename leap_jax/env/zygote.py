@@ -296,6 +296,9 @@ class Zygote:
         raise ZygoteError(f"no worker: {request.error or 'no answer'}")
       return request.child
 
+  def alive(self) -> bool:
+    return self._process.poll() is None and self._reader.is_alive()
+
   def close(self) -> None:
     with self._state:
       self._closed = True

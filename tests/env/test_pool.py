@@ -137,3 +137,14 @@ def test_scratch_dirs_are_removed_and_every_phase_is_timed(env):
     phases = life.phases()
     assert {"fork", "jail", "backend", "confine", "job", "teardown"} <= set(phases)
     assert all(s >= 0 for s in phases.values())
+
+
+def test_a_dead_zygote_is_replaced(env):
+  old = env.pool._starter.zygote
+  os.kill(old._process.pid, 9)
+  old._process.wait(10)
+  # Its workers went with it: the next jobs fault once each and retry on
+  # workers of a new zygote.
+  verdicts = env.evaluate([(TASK, vector_add())] * 2)
+  assert [v.status for v in verdicts] == [Status.OK] * 2
+  assert env.pool._starter.zygote is not old

@@ -4,6 +4,11 @@ from configs import leap
 from leap_jax.env import settings
 
 
+@pytest.fixture(autouse=True)
+def _no_job_visible_devices(monkeypatch):
+  monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
 def test_cpu_host_gets_interpret_workers_one_per_core():
   cfg = leap.get_config().env
   env_config = settings.env_config_from(cfg, has_gpu=False)
@@ -71,3 +76,15 @@ def test_the_os_layer_and_start_method_come_from_the_config():
   assert pool.start_method == "zygote" and pool.jail.enabled
   cfg.os_jail = False
   assert not settings.env_config_from(cfg, has_gpu=False).pool.jail.enabled
+
+
+def test_verify_devices_go_through_the_jobs_own_visible_devices(monkeypatch):
+  assert settings.physical_devices(["2", "3"], "4,5,6,7") == ["6", "7"]
+  assert settings.physical_devices(["1"], None) == ["1"]
+  with pytest.raises(ValueError, match="not ids among this job's"):
+    settings.physical_devices(["4"], "4,5")
+  monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5,6,7")
+  cfg = leap.get_config().env
+  cfg.verify_devices = "0,3"
+  setups = settings.env_config_from(cfg, has_gpu=True).pool.setups
+  assert [s.visible_device for s in setups] == ["4", "7"]
