@@ -15,6 +15,7 @@ import collections
 import concurrent.futures
 import contextlib
 import dataclasses
+import itertools
 import logging
 import os
 import queue
@@ -122,6 +123,7 @@ class WorkerPool:
     self.lives: collections.deque[worker_process.WorkerLife] = (
         collections.deque(maxlen=10_000))
     self._alive: set[worker_process.WorkerProcess] = set()
+    self._job_ids = itertools.count()
 
   @property
   def size(self) -> int:
@@ -236,7 +238,7 @@ class WorkerPool:
     for attempt in range(2):  # a harness fault is retried once
       slot = self._slots.get()
       start = time.monotonic()
-      hold = self.gate.enter(self._devices[slot], f"job {id(job)}")
+      hold = self.gate.enter(self._devices[slot], f"job {next(self._job_ids)}")
       try:
         # A calibration job times from its first message: alone throughout.
         with (self._alone(hold) if job.get("aa_calibration")

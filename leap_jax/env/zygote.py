@@ -30,6 +30,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
@@ -125,6 +126,8 @@ def _spawn(sock, message, fds, children, own_fds, jail, worker) -> None:
       worker.main(Connection(conn_fd), setup, message["scratch"],
                   jail_config, preloaded=True, forked_at=forked_at)
       code = 0
+    except BaseException:  # noqa: BLE001  (a harness failure: say what it was)
+      traceback.print_exc()
     finally:
       os._exit(code)
   os.close(conn_fd)
