@@ -28,6 +28,7 @@ from typing import Any
 
 from leap_jax.env import device_gate
 from leap_jax.env import jail
+from leap_jax.env import shared_inputs
 from leap_jax.env import wire
 from leap_jax.env import worker as worker_lib
 from leap_jax.env import worker_process
@@ -228,11 +229,13 @@ class WorkerPool:
   def run(self, jobs: Sequence[dict[str, Any]],
           judges: Sequence[Judge | None]) -> list[Outcome]:
     """Runs every job; outcome i belongs to job i."""
-    futures = [self._executor.submit(self._run_with_retry, job, judge)
-               for job, judge in zip(jobs, judges, strict=True)]
-    return [f.result() for f in futures]
+    with shared_inputs.SharedInputs() as shared:
+      futures = [self._executor.submit(self._run_with_retry, *shared.pack(job),
+                                       judge)
+                 for job, judge in zip(jobs, judges, strict=True)]
+      return [f.result() for f in futures]
 
-  def _run_with_retry(self, job, judge) -> Outcome:
+  def _run_with_retry(self, job, fds: list[int], judge) -> Outcome:
     timed = job.get("reference_export") is not None
     faults = []
     for attempt in range(2):  # a harness fault is retried once
@@ -245,7 +248,7 @@ class WorkerPool:
               else contextlib.nullcontext()):
           outcome = self._converse(
               slot, self._take(slot, self._early_successors and not timed),
-              job, judge, hold)
+              job, judge, hold, fds)
         outcome.seconds = time.monotonic() - start
         return outcome
       except _HarnessFault as e:
@@ -263,7 +266,7 @@ class WorkerPool:
                    detail=str(faults[-1]), seconds=time.monotonic() - start)
 
   def _converse(self, slot: int, w, job, judge,
-                hold: device_gate.Hold | None = None) -> Outcome:
+                hold: device_gate.Hold | None = None, fds=()) -> Outcome:
     cfg = self.config
     reusable = False
     try:
@@ -272,7 +275,7 @@ class WorkerPool:
         if problem:
           raise _HarnessFault(problem)
         w.jobs_done += 1
-        w.conn.send(job)
+        shared_inputs.send_job(w.conn, job, list(fds))
         started = w.receive(cfg.startup_deadline_s, wire.MAX_HEADER_BYTES)
         if started is None or started.get("kind") != "started":
           raise _HarnessFault("worker did not start the job")

@@ -29,6 +29,7 @@ from leap_jax.env import jail
 from leap_jax.env import jaxpr_tools
 from leap_jax.env import sandbox
 from leap_jax.env import screen
+from leap_jax.env import shared_inputs
 from leap_jax.env import timing
 from leap_jax.env import wire
 from leap_jax.env.verdict import Status
@@ -303,7 +304,7 @@ def main(conn, setup: WorkerSetup, scratch: str,
   send({"kind": "ready", "forked_at": forked_at, "entered": entered,
         "jailed": jailed, "warm": time.monotonic()})
   for index in range(setup.jobs_per_worker):
-    job = conn.recv()
+    job = shared_inputs.receive_job(conn, jnp.dtype)
     if index == 0:
       confine(job, setup, scratch, report, jail_config)
     send({"kind": "started", "jail": dataclasses.asdict(report)})
