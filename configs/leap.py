@@ -18,9 +18,11 @@ def env_config() -> ml_collections.ConfigDict:
   """The kernel environment's knobs (leap_jax/env)."""
   env = ml_collections.ConfigDict()
   env.num_workers = 0            # 0: one per CPU core (CPU) or per verify device (GPU)
-  env.start_method = "forkserver"  # forkserver (jax preloaded) | spawn
+  env.start_method = "zygote"    # zygote (clean, preloaded) | forkserver | spawn
   env.backend = "auto"           # auto | interpret | triton | mosaic
   env.verify_devices = ""        # GPU hosts: comma-separated device ids for workers
+  env.workers_per_device = 1     # GPU hosts: correctness workers per device (timing: alone)
+  env.os_jail = True             # namespaces, read-only mounts, own uid (where permitted)
   env.deadline_s = 60.0          # per candidate: exec, trace, lower, trials
   env.timing_deadline_s = 60.0
   env.startup_deadline_s = 120.0

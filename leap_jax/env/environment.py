@@ -96,10 +96,9 @@ class KernelEnv:
     self._references: dict[str, Any] = {}
     _LOG.info(
         "kernel env: %d workers (%s), backend %s; sandbox: AST screen, audit "
-        "hook, restricted builtins, rlimits, network namespace where "
-        "permitted; bubblewrap is not used (workers are forked from a "
-        "forkserver, not exec'd)", self.pool.size, config.pool.start_method,
-        config.backend)
+        "hook, restricted builtins, rlimits; the OS layer under them is "
+        "logged by the pool with the first job", self.pool.size,
+        config.pool.start_method, config.backend)
 
   def close(self) -> None:
     self.pool.close()

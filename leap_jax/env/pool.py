@@ -1,37 +1,42 @@
 """A pool of sandboxed worker processes: one fresh process per candidate.
 
-Each slot keeps one pre-started worker (forked from a forkserver that has jax
-imported); with cores to spare its start-up overlaps the current candidate,
-otherwise it follows it. The pool owns
-deadlines, process-group kills, respawn and the order of results; it never
-unpickles anything a worker sends.
+Each slot keeps one pre-started worker (forked by the zygote, see
+zygote.py); with cores to spare its start-up overlaps the current candidate,
+otherwise it follows it. Each slot belongs to a device (a GPU id; on CPU
+hosts each slot is its own): jobs share their device, timing has it alone
+(device_gate.py). The pool owns deadlines, process-group kills, respawn,
+scratch dirs and the order of results; it never unpickles anything a worker
+sends.
 """
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
+import contextlib
 import dataclasses
+import itertools
 import logging
-import multiprocessing
 import os
 import queue
 import signal
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from leap_jax.env import allowlist
+from leap_jax.env import device_gate
+from leap_jax.env import jail
+from leap_jax.env import shared_inputs
 from leap_jax.env import wire
 from leap_jax.env import worker as worker_lib
+from leap_jax.env import worker_process
 from leap_jax.env.verdict import Status
 
 _LOG = logging.getLogger(__name__)
 
-ALLOWED_DTYPES = frozenset({"float32", "float16", "bfloat16", "float64",
-                            "int32", "int64", "int8", "int16", "uint8",
-                            "uint32", "bool"})
-
+ALLOWED_DTYPES = worker_process.ALLOWED_DTYPES
 
 # Statuses a worker may report about its own candidate. A worker runs
 # untrusted code, so `ok` only ever comes from the judge and `harness_error`
@@ -45,12 +50,13 @@ _WORKER_STATUSES = {s.value: s for s in (
 @dataclasses.dataclass(frozen=True)
 class PoolConfig:
   num_workers: int = 0                 # 0: one per core
-  start_method: str = "forkserver"     # forkserver | spawn
+  start_method: str = "zygote"         # zygote | forkserver | spawn
   deadline_s: float = 60.0             # exec, trace, lower and run the trials
   timing_deadline_s: float = 60.0
-  startup_deadline_s: float = 120.0    # worker import and warm-up
+  startup_deadline_s: float = 120.0    # worker start-up (zygote: its preload)
   max_output_bytes: int = 1 << 30
   setups: tuple[worker_lib.WorkerSetup, ...] = ()  # one per slot; default CPU
+  jail: jail.JailConfig = jail.JailConfig()
 
   def worker_count(self) -> int:
     return self.num_workers or len(self.setups) or os.cpu_count() or 1
@@ -79,39 +85,10 @@ class _Killed(_HarnessFault):
   the OOM killer): retried; `crashed` if the retry is killed too."""
 
 
-class _Worker:
-  """One worker process and its private pipe."""
-
-  def __init__(self, ctx, setup: worker_lib.WorkerSetup):
-    self.conn, child_conn = ctx.Pipe(duplex=True)
-    self.process = ctx.Process(target=worker_lib.main,
-                               args=(child_conn, setup), daemon=True)
-    self.process.start()
-    child_conn.close()
-    self.setup = setup
-    self.ready = False
-    self.jobs_done = 0
-
-  def receive(self, deadline_s: float, max_bytes: int) -> dict[str, Any] | None:
-    """A message, or None when the deadline passes; EOFError if it died."""
-    if not self.conn.poll(max(0.0, deadline_s)):
-      return None
-    message = self.conn.recv_bytes(max_bytes)
-    header, arrays = wire.decode(message, ALLOWED_DTYPES)
-    header["_arrays"] = arrays
-    return header
-
-  def kill(self) -> None:
-    try:
-      os.killpg(self.process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError, TypeError):
-      pass
-    try:
-      self.process.kill()
-    except (ProcessLookupError, AttributeError):
-      pass
-    self.process.join(timeout=10)
-    self.conn.close()
+def slot_device(setup: worker_lib.WorkerSetup, slot: int) -> str:
+  """The device a slot's jobs hold: its GPU, or (CPU workers) its own."""
+  return setup.visible_device if setup.visible_device is not None else (
+      f"cpu-slot-{slot}")
 
 
 class WorkerPool:
@@ -119,19 +96,20 @@ class WorkerPool:
 
   def __init__(self, config: PoolConfig):
     self.config = config
-    self._ctx = multiprocessing.get_context(config.start_method)
-    if config.start_method == "forkserver":
-      # The allow-listed modules too: each worker's warm-up then finds them
-      # loaded instead of importing them again (about a second per worker).
-      self._ctx.set_forkserver_preload(
-          ["leap_jax.env.worker", *sorted(allowlist.ALLOWED_MODULES)])
     n = config.worker_count()
     setups = config.setups or tuple(worker_lib.WorkerSetup() for _ in range(n))
     if len(setups) != n:
       raise ValueError(f"{len(setups)} worker setups for {n} workers")
-    self._slots: queue.Queue[int] = queue.Queue()
     self._setups = setups
-    self._spare: list[_Worker | None] = [None] * n
+    self._devices = [slot_device(s, i) for i, s in enumerate(setups)]
+    self.gate = device_gate.DeviceGate()
+    self._scratch_root = tempfile.mkdtemp(prefix="leap_env_")
+    os.chmod(self._scratch_root, 0o711)  # an unprivileged worker passes through
+    self._starter = worker_process.make_starter(config.start_method,
+                                                config.jail)
+    self._slots: queue.Queue[int] = queue.Queue()
+    self._spare: list[worker_process.WorkerProcess | None] = [None] * n
+    self._startup_holds: dict[int, device_gate.Hold] = {}
     self._lock = threading.Lock()
     for i in range(n):
       self._slots.put(i)
@@ -142,75 +120,135 @@ class WorkerPool:
     # core (the CPU default) it would only compete with the candidates.
     self._early_successors = 2 * n <= (os.cpu_count() or 1)
     self.harness_faults = 0
-    self.network_isolated: bool | None = None  # known after the first job
+    self.jail_report: dict[str, Any] | None = None  # from the first job
+    self.lives: collections.deque[worker_process.WorkerLife] = (
+        collections.deque(maxlen=10_000))
+    self._alive: set[worker_process.WorkerProcess] = set()
+    self._job_ids = itertools.count()
 
   @property
   def size(self) -> int:
     return len(self._setups)
 
   def live_workers(self) -> int:
-    return sum(w is not None and w.process.is_alive() for w in self._spare)
+    return sum(w is not None and w.alive() for w in self._spare)
 
-  def prestart(self) -> None:
-    """Starts every slot's worker now (otherwise on first use)."""
+  def _new_worker(self, slot: int, spare: bool) -> worker_process.WorkerProcess | None:
+    """A worker for `slot`. A spare's start-up holds its device (it may not
+    start while a candidate is timed there): None if that must wait."""
+    hold = None
+    if spare:
+      hold = self.gate.try_enter(self._devices[slot], f"start-up {slot}")
+      if hold is None:
+        return None
+    def started_up(_, hold=hold):
+      if hold is not None:
+        self.gate.leave(hold)
+    try:
+      w = worker_process.WorkerProcess(
+          self._starter, self._setups[slot], self.config.jail,
+          self._scratch_root, self.config.startup_deadline_s, started_up,
+          self._gone)
+    except BaseException:
+      started_up(None)
+      raise
     with self._lock:
-      for slot in range(self.size):
-        if self._spare[slot] is None:
-          self._spare[slot] = _Worker(self._ctx, self._setups[slot])
+      if not w.gone:  # (a start that failed at once is gone already)
+        self._alive.add(w)
+    return w
 
-  def _take(self, slot: int, early_successor: bool) -> _Worker:
+  def _gone(self, w: worker_process.WorkerProcess) -> None:
+    with self._lock:
+      self._alive.discard(w)
+      self.lives.append(w.life)
+
+  def prestart(self, wait: bool = False) -> None:
+    """Starts every slot's worker now (otherwise on first use); `wait`:
+    until each is ready (or failed)."""
+    for slot in range(self.size):
+      self._fill(slot)
+    if wait:
+      with self._lock:
+        spares = [w for w in self._spare if w is not None]
+      for w in spares:
+        w.wait_ready(self.config.startup_deadline_s)
+
+  def _fill(self, slot: int) -> None:
+    """Gives the slot a live spare if it has none (and its device allows a
+    start-up now); a failure to start is left to the slot's next job."""
+    with self._lock:
+      spare = self._spare[slot]
+      if spare is not None and spare.alive():
+        return
+    try:
+      fresh = self._new_worker(slot, spare=True)
+    except OSError as e:
+      _LOG.warning("could not start a spare worker: %r", e)
+      return
+    with self._lock:
+      old, self._spare[slot] = self._spare[slot], fresh
+    if old is not None:
+      old.kill()
+
+  def _take(self, slot: int, early_successor: bool) -> worker_process.WorkerProcess:
     """The slot's pre-started (or recycled) worker.
 
     early_successor: a one-job worker's successor starts now, so its
-    start-up (~1.5 s on CPU) overlaps this candidate instead of delaying the
-    next one. Not for timed jobs: a starting process (on a GPU, a second
-    context warming up on the device) would add noise to the timing.
+    start-up overlaps this candidate instead of delaying the next one. Not
+    for timed jobs: a starting process (on a GPU, a second context warming
+    up on the device) would add noise to the timing.
     """
     setup = self._setups[slot]
     with self._lock:
-      w = self._spare[slot]
-      self._spare[slot] = None
+      w, self._spare[slot] = self._spare[slot], None
     try:
-      w = w if w is not None else _Worker(self._ctx, setup)
+      w = w if w is not None else self._new_worker(slot, spare=False)
       if early_successor and setup.jobs_per_worker == 1:
-        successor = _Worker(self._ctx, setup)
+        successor = self._new_worker(slot, spare=True)
         with self._lock:
           self._spare[slot] = successor
-    except OSError as e:  # fork/forkserver failure: ours, not the model's
+    except OSError as e:  # fork/zygote failure: ours, not the model's
       if w is not None:
         w.kill()
       raise _HarnessFault(f"could not start a worker: {e!r}") from None
+    w.life.taken = time.monotonic()
     return w
 
-  def _release(self, slot: int, w: _Worker, reusable: bool) -> None:
-    """Keeps a recycled worker, or kills it; the slot gets a live spare."""
-    if reusable and w.jobs_done < w.setup.jobs_per_worker and w.process.is_alive():
+  def _release(self, slot: int, w: worker_process.WorkerProcess,
+               reusable: bool) -> None:
+    """Keeps a recycled worker, or kills it; the slot gets a live spare
+    unless its device is being timed (then its next job starts one)."""
+    w.life.outcome = time.monotonic()
+    if reusable and w.jobs_done < w.setup.jobs_per_worker and w.alive():
       with self._lock:
         self._spare[slot] = w
       return
     w.kill()
-    with self._lock:
-      spare = self._spare[slot]
-      if spare is None or not spare.process.is_alive():
-        self._spare[slot] = _Worker(self._ctx, self._setups[slot])
+    self._fill(slot)
 
   def run(self, jobs: Sequence[dict[str, Any]],
           judges: Sequence[Judge | None]) -> list[Outcome]:
     """Runs every job; outcome i belongs to job i."""
-    futures = [self._executor.submit(self._run_with_retry, job, judge)
-               for job, judge in zip(jobs, judges, strict=True)]
-    return [f.result() for f in futures]
+    with shared_inputs.SharedInputs() as shared:
+      futures = [self._executor.submit(self._run_with_retry, *shared.pack(job),
+                                       judge)
+                 for job, judge in zip(jobs, judges, strict=True)]
+      return [f.result() for f in futures]
 
-  def _run_with_retry(self, job, judge) -> Outcome:
+  def _run_with_retry(self, job, fds: list[int], judge) -> Outcome:
     timed = job.get("reference_export") is not None
     faults = []
     for attempt in range(2):  # a harness fault is retried once
       slot = self._slots.get()
       start = time.monotonic()
+      hold = self.gate.enter(self._devices[slot], f"job {next(self._job_ids)}")
       try:
-        outcome = self._converse(
-            slot, self._take(slot, self._early_successors and not timed),
-            job, judge)
+        # A calibration job times from its first message: alone throughout.
+        with (self._alone(hold) if job.get("aa_calibration")
+              else contextlib.nullcontext()):
+          outcome = self._converse(
+              slot, self._take(slot, self._early_successors and not timed),
+              job, judge, hold, fds)
         outcome.seconds = time.monotonic() - start
         return outcome
       except _HarnessFault as e:
@@ -219,6 +257,7 @@ class WorkerPool:
         _LOG.warning("harness fault (attempt %d): %s", attempt + 1, e)
         faults.append(e)
       finally:
+        self.gate.leave(hold)
         self._slots.put(slot)
     # Killed on both tries: as likely the candidate's own doing (the OOM
     # killer) as bad luck, so a crash; harness_error is never the model's.
@@ -226,39 +265,43 @@ class WorkerPool:
     return Outcome(status=Status.CRASHED if killed else Status.HARNESS_ERROR,
                    detail=str(faults[-1]), seconds=time.monotonic() - start)
 
-  def _converse(self, slot: int, w: _Worker, job, judge) -> Outcome:
+  def _converse(self, slot: int, w, job, judge,
+                hold: device_gate.Hold | None = None, fds=()) -> Outcome:
     cfg = self.config
     reusable = False
     try:
       try:
-        if not w.ready:
-          ready = w.receive(cfg.startup_deadline_s, wire.MAX_HEADER_BYTES)
-          if ready is None or ready.get("kind") != "ready":
-            raise _HarnessFault(
-                f"worker not ready: {ready and ready.get('kind')}")
-          w.ready = True
+        problem = w.wait_ready(cfg.startup_deadline_s)
+        if problem:
+          raise _HarnessFault(problem)
         w.jobs_done += 1
-        w.conn.send(job)
+        shared_inputs.send_job(w.conn, job, list(fds))
         started = w.receive(cfg.startup_deadline_s, wire.MAX_HEADER_BYTES)
         if started is None or started.get("kind") != "started":
           raise _HarnessFault("worker did not start the job")
-        self._note_isolation(bool(started.get("network_isolated")))
+        w.life.started = time.monotonic()
+        self._note_jail(started.get("jail"))
       except (EOFError, OSError, wire.WireError) as e:
         raise _HarnessFault(f"worker failed before the candidate ran: {e!r}")
-      outcome = self._candidate_phase(w, job, judge)
+      outcome = self._candidate_phase(w, job, judge, hold)
       reusable = outcome.status not in (Status.TIMEOUT, Status.CRASHED)
       return outcome
     finally:
       self._release(slot, w, reusable)
 
-  def _note_isolation(self, isolated: bool) -> None:
-    if self.network_isolated is None:
-      self.network_isolated = isolated
-      _LOG.log(logging.INFO if isolated else logging.WARNING,
-               "worker network: %s", "own empty namespace" if isolated else
-               "NOT isolated (unshare not permitted; audit hook only)")
+  def _note_jail(self, report: Any) -> None:
+    if self.jail_report is not None or not isinstance(report, dict):
+      return
+    self.jail_report = report
+    try:
+      line = jail.JailReport(**report).summary()
+    except TypeError:
+      line = f"worker OS layer: unreadable report {report!r}"
+    _LOG.log(logging.WARNING if report.get("missing") else logging.INFO,
+             "%s", line)
 
-  def _candidate_phase(self, w: _Worker, job, judge) -> Outcome:
+  def _candidate_phase(self, w, job, judge,
+                       hold: device_gate.Hold | None = None) -> Outcome:
     cfg = self.config
     try:
       # Per task (the reference outputs' bytes times trials, plus a header):
@@ -277,10 +320,12 @@ class WorkerPool:
       if message.get("kind") != "outputs" or judge is None:
         return Outcome(Status.CRASHED, "Unexpected message from the worker.")
       judged, want_timing = judge(message, message["_arrays"])
-      w.conn.send({"time": want_timing})
       if not want_timing:
+        w.conn.send({"time": False})
         return Outcome(judged=judged)
-      timed = w.receive(cfg.timing_deadline_s, wire.MAX_HEADER_BYTES)
+      with self._alone(hold):
+        w.conn.send({"time": True})
+        timed = w.receive(cfg.timing_deadline_s, wire.MAX_HEADER_BYTES)
       if timed is not None and timed.get("status") == Status.FORBIDDEN.value:
         # jax's state changed while timing: the candidate's doing.
         return Outcome(Status.FORBIDDEN, str(timed.get("detail", "")))
@@ -298,15 +343,23 @@ class WorkerPool:
     except OSError as e:  # recv_bytes over max_output_bytes
       return Outcome(Status.WRONG_OUTPUT, f"Output too large: {e}.")
 
+  def _alone(self, hold: device_gate.Hold | None):
+    """No other job or start-up on this job's device for the body."""
+    if hold is None:
+      return contextlib.nullcontext()
+    return self.gate.exclusive(hold)
+
   def close(self) -> None:
     # Queued jobs are cancelled first, so no later _take starts a worker
     # that nobody would kill.
     self._executor.shutdown(wait=True, cancel_futures=True)
     with self._lock:
-      spares, self._spare = self._spare, [None] * len(self._spare)
-    for w in spares:
-      if w is not None:
-        w.kill()
+      self._spare = [None] * len(self._spare)
+      alive = list(self._alive)
+    for w in alive:
+      w.kill(wait=True)
+    self._starter.close()
+    worker_process.remove_tree(self._scratch_root)
 
   def __enter__(self):
     return self

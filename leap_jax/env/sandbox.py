@@ -2,16 +2,15 @@
 
 Applied after the harness has imported and warmed up everything it needs, and
 before the candidate's code runs. Every layer is irrevocable for the process:
-rlimits, a network namespace where the kernel allows one, stdio to /dev/null,
-an audit hook and restricted builtins. A blocked action is recorded where the
-candidate cannot reach it, so catching the exception does not hide it.
+rlimits, stdio to /dev/null, an audit hook and restricted builtins (the OS
+layer under them, namespaces, mounts and the uid, is jail.py). A blocked
+action is recorded where the candidate cannot reach it, so catching the
+exception does not hide it.
 """
 
 from __future__ import annotations
 
 import builtins
-import ctypes
-import ctypes.util
 import dataclasses
 import linecache
 import os
@@ -22,8 +21,6 @@ from typing import Any
 
 from leap_jax.env import allowlist
 from leap_jax.env import module_views
-
-_CLONE_NEWNET = 0x40000000
 
 # Audit events that a kernel never needs (prefix match).
 _BLOCKED_EVENT_PREFIXES = (
@@ -59,7 +56,9 @@ class Limits:
   cpu_seconds: int
   file_bytes: int = 1 << 20
   open_files: int = 256
-  processes: int = 0
+  # Threads or processes a worker may start once confined (XLA starts a few
+  # while compiling); fork and exec are refused by the audit hook anyway.
+  new_tasks: int = 64
 
 
 class _Violations:
@@ -122,7 +121,10 @@ def _describe(event: str, detail: str) -> str:
   return f"{meaning} {detail}".strip() + f" [{event}]"
 
 
-def apply_limits(limits: Limits) -> None:
+def apply_limits(limits: Limits, threads_now: int | None = None) -> None:
+  """The rlimits; RLIMIT_NPROC (threads_now + new_tasks) only when the
+  worker runs under a uid of its own (threads_now given): it counts all of
+  a uid's tasks, and root ignores it."""
   soft_hard = lambda v: (v, v)  # noqa: E731
   resource.setrlimit(resource.RLIMIT_AS, soft_hard(limits.memory_bytes))
   # SIGXCPU at the soft limit (the worker dies as a crash); SIGKILL at the
@@ -134,19 +136,9 @@ def apply_limits(limits: Limits) -> None:
   _, nofile_hard = resource.getrlimit(resource.RLIMIT_NOFILE)
   nofile = min(limits.open_files, nofile_hard) if nofile_hard > 0 else limits.open_files
   resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-  try:  # root ignores RLIMIT_NPROC; the audit hook covers fork/spawn then
-    resource.setrlimit(resource.RLIMIT_NPROC, soft_hard(limits.processes))
-  except (ValueError, OSError):
-    pass
-
-
-def isolate_network() -> bool:
-  """Moves this process into an empty network namespace, if permitted."""
-  libc_name = ctypes.util.find_library("c")
-  if not libc_name:
-    return False
-  libc = ctypes.CDLL(libc_name, use_errno=True)
-  return libc.unshare(_CLONE_NEWNET) == 0
+  if threads_now is not None:
+    resource.setrlimit(resource.RLIMIT_NPROC,
+                       soft_hard(threads_now + limits.new_tasks))
 
 
 def silence_stdio() -> None:

@@ -6,6 +6,7 @@ import os
 
 import ml_collections
 
+from leap_jax.env import jail as jail_lib
 from leap_jax.env import pool as pool_lib
 from leap_jax.env import timing as timing_lib
 from leap_jax.env import worker as worker_lib
@@ -26,6 +27,21 @@ def resolve_backend(name: str, has_gpu: bool) -> str:
   return name
 
 
+def physical_devices(devices: list[str], visible: str | None) -> list[str]:
+  """env.verify_devices are ids among the GPUs this job may use (as jax
+  numbers them); a worker sets CUDA_VISIBLE_DEVICES itself, from a clean
+  environment, so it gets the id the job's own CUDA_VISIBLE_DEVICES (SLURM,
+  Kubernetes) gives that GPU."""
+  allowed = [d.strip() for d in (visible or "").split(",") if d.strip()]
+  if not allowed:
+    return devices
+  try:
+    return [allowed[int(d)] for d in devices]
+  except (ValueError, IndexError):
+    raise ValueError(f"env.verify_devices={','.join(devices)} are not ids among "
+                     f"this job's CUDA_VISIBLE_DEVICES={visible}") from None
+
+
 def _host_has_gpu() -> bool:
   import jax  # pylint: disable=g-import-not-at-top
   return any(d.platform == "gpu" for d in jax.devices())
@@ -43,6 +59,9 @@ def env_config_from(cfg: ml_collections.ConfigDict,
   has_gpu = _host_has_gpu() if has_gpu is None else has_gpu
   backend = resolve_backend(cfg.backend, has_gpu)
   devices = [d.strip() for d in str(cfg.verify_devices).split(",") if d.strip()]
+  per_device = cfg.workers_per_device
+  if per_device < 1:
+    raise ValueError(f"env.workers_per_device must be >= 1, got {per_device}")
   if backend == "interpret":
     n = cfg.num_workers or os.cpu_count() or 1
     setups = tuple(worker_lib.WorkerSetup(backend=backend,
@@ -50,8 +69,11 @@ def env_config_from(cfg: ml_collections.ConfigDict,
                                           jobs_per_worker=jobs_per_worker)
                    for _ in range(n))
   else:
-    devices = devices or ["0"]
-    n = cfg.num_workers or len(devices)
+    # Slots go round the devices: with workers_per_device > 1 several
+    # workers check candidates on one GPU; timing still has it alone.
+    devices = physical_devices(devices or ["0"],
+                               os.environ.get("CUDA_VISIBLE_DEVICES"))
+    n = cfg.num_workers or len(devices) * per_device
     setups = tuple(worker_lib.WorkerSetup(backend=backend,
                                           visible_device=devices[i % len(devices)],
                                           check_lowering=False,
@@ -60,7 +82,8 @@ def env_config_from(cfg: ml_collections.ConfigDict,
   pool = pool_lib.PoolConfig(
       num_workers=n, start_method=cfg.start_method, deadline_s=cfg.deadline_s,
       timing_deadline_s=cfg.timing_deadline_s,
-      startup_deadline_s=cfg.startup_deadline_s, setups=setups)
+      startup_deadline_s=cfg.startup_deadline_s, setups=setups,
+      jail=jail_lib.JailConfig(enabled=cfg.os_jail))
   return EnvConfig(
       pool=pool, trials=cfg.trials, check_lowering=cfg.check_lowering,
       timing=cfg.timing,

@@ -144,6 +144,7 @@ class PoolTap:
     self.running: dict[int, tuple[str, int]] = {}  # pidfd -> (source, pid)
     self.in_candidate: set[int] = set()            # pids
     self.candidate_seconds = 0.0
+    self.first_job: float | None = None            # monotonic
     self.kills: collections.Counter[str] = collections.Counter()  # by phase
     pool._converse = self._converse
     pool._candidate_phase = self._candidate_phase
@@ -157,10 +158,12 @@ class PoolTap:
   def __exit__(self, *exc):
     self.close()
 
-  def _converse(self, slot, w, job, judge):
+  def _converse(self, slot, w, job, judge, *rest):
     source = job.get("source", "")
+    with self._lock:
+      self.first_job = self.first_job or time.monotonic()
     try:  # a pidfd: a kill can never reach a reused pid
-      fd = os.pidfd_open(w.process.pid)
+      fd = os.pidfd_open(w.process.pid) if w.wait_spawned(60) else None
     except OSError:
       fd = None
     with self._lock:
@@ -168,19 +171,19 @@ class PoolTap:
       if fd is not None:
         self.running[fd] = (source, w.process.pid)
     try:
-      return self._converse_inner(slot, w, job, judge)
+      return self._converse_inner(slot, w, job, judge, *rest)
     finally:
       if fd is not None:
         with self._lock:
           del self.running[fd]
           os.close(fd)
 
-  def _candidate_phase(self, w, job, judge):
+  def _candidate_phase(self, w, job, judge, *rest):
     start = time.monotonic()
     with self._lock:
       self.in_candidate.add(w.process.pid)
     try:
-      return self._phase_inner(w, job, judge)
+      return self._phase_inner(w, job, judge, *rest)
     finally:
       with self._lock:
         self.in_candidate.discard(w.process.pid)

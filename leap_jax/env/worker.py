@@ -1,18 +1,22 @@
 """The worker process: confines itself, then checks, runs and times one candidate.
 
-Lifecycle: start (imports and a warm-up, trusted) -> `ready` -> receive one
-job -> confine (sandbox.py) -> `started` -> exec, trace, structural checks,
-optional GPU lowering, trials -> `outputs` -> optionally time -> exit.
-One candidate per process: nothing survives from one candidate to the next.
+Lifecycle: forked from the zygote, which ran `preload` once (trusted) ->
+OS layer (jail.enter: namespaces and mounts, while single-threaded) -> clean
+environment -> XLA backend -> `ready` -> receive one job -> confine (uid,
+rlimits, stdio, audit hook) -> `started` -> exec, trace, structural checks,
+optional GPU lowering, trials -> `outputs` -> optionally time -> killed by
+the pool. One candidate per process: nothing survives from one candidate to
+the next.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import linecache
 import os
 import sys
-import tempfile
+import time
 import traceback
 import types
 from typing import Any
@@ -23,12 +27,14 @@ import numpy as np
 from jax.experimental import pallas as pl
 
 from leap_jax.env import allowlist
+from leap_jax.env import jail
 from leap_jax.env import jaxpr_tools
 from leap_jax.env import module_views
 from leap_jax.env import quarantine
 from leap_jax.env import races
 from leap_jax.env import sandbox
 from leap_jax.env import screen
+from leap_jax.env import shared_inputs
 from leap_jax.env import state_guard
 from leap_jax.env import timing
 from leap_jax.env import wire
@@ -45,7 +51,6 @@ class WorkerSetup:
   backend: str = "interpret"           # interpret | triton | mosaic
   visible_device: str | None = None    # CUDA_VISIBLE_DEVICES for GPU workers
   check_lowering: bool = True          # lower for cuda on CPU hosts
-  isolate_network: bool = True
   jobs_per_worker: int = 1             # >1 recycles the process (benchmarks only)
   keep_stdio: bool = False             # debugging the harness only
 
@@ -78,25 +83,60 @@ def _warm_kernel(x_ref, o_ref):
   o_ref[...] = jnp.sum(x_ref[...] * 2.0, axis=-1, keepdims=True)
 
 
-def warm_up(setup: WorkerSetup) -> None:
-  """Loads jax's lazily imported modules before the audit hook is armed."""
+def _warm_fn(x):
+  return pl.pallas_call(
+      _warm_kernel, out_shape=jax.ShapeDtypeStruct((16, 1), x.dtype),
+      grid=(1,), in_specs=[pl.BlockSpec((16, 16), lambda i: (i, 0))],
+      out_specs=pl.BlockSpec((16, 1), lambda i: (i, 0)))(x)
+
+
+_WARM_SHAPE = jax.ShapeDtypeStruct((16, 16), jnp.float32)
+
+# Imported lazily by jax the first time a Pallas kernel is lowered (Triton,
+# Mosaic GPU), run in interpret mode, or an exported program is called
+# (scipy's LAPACK). tests/env/test_worker.py checks that a full warm-up
+# after `preload` imports nothing else.
+_LAZY_MODULES = (
+    "jax._src.pallas.triton.pallas_call_registration",
+    "jax._src.pallas.mosaic_gpu.pallas_call_registration",
+    "jax._src.pallas.mosaic.interpret.interpret_pallas_call",
+    "jax._src.pallas.mosaic_gpu.interpret.interpret_pallas_call",
+    "jax._src.tpu_custom_call", "jax.experimental.mosaic.gpu",
+    "jaxlib.mlir.dialects.mhlo", "scipy.linalg", "numpy.testing")
+
+
+def preload() -> None:
+  """What the zygote does once, before any fork: the imports a worker would
+  otherwise make (allow-listed modules, jax's lazy ones) and a trace of the
+  warm-up kernel. Never an XLA backend: it starts threads, and a fork copies
+  only the forking thread (locks held by the others stay held)."""
+  for name in _LAZY_MODULES:
+    importlib.import_module(name)
   allowlist.import_all()  # a candidate's imports then never run module code
-  def fn(x):
-    return pl.pallas_call(
-        _warm_kernel, out_shape=jax.ShapeDtypeStruct((16, 1), x.dtype),
-        grid=(1,), in_specs=[pl.BlockSpec((16, 16), lambda i: (i, 0))],
-        out_specs=pl.BlockSpec((16, 1), lambda i: (i, 0)))(x)
-  shape = jax.ShapeDtypeStruct((16, 16), jnp.float32)
-  closed, _ = jaxpr_tools.trace(fn, [shape])
+  jaxpr_tools.trace(_warm_fn, [_WARM_SHAPE])
+  traceback.format_exception(ValueError("warm"))
+
+
+def warm_up(setup: WorkerSetup, full: bool = True) -> None:
+  """After the fork, before the audit hook is armed: the XLA backend and,
+  when `full` (a worker not from the zygote), everything `preload` would
+  have done, by lowering, running and exporting the warm-up kernel."""
+  jax.devices()
+  if not full:
+    # The fingerprint after the backend exists: starting it sets jax state.
+    _BASELINE.append(state_guard.fingerprint())
+    return
+  allowlist.import_all()
+  closed, _ = jaxpr_tools.trace(_warm_fn, [_WARM_SHAPE])
   runnable = jaxpr_tools.with_pallas_interpret(
       closed, setup.backend == "interpret")
   jax.block_until_ready(jax.jit(jaxpr_tools.as_function(runnable))(
       jnp.ones((16, 16), jnp.float32)))
   if setup.check_lowering and setup.backend == "interpret":
-    _lower_for_gpu(closed, [shape])
+    _lower_for_gpu(closed, [_WARM_SHAPE])
   # Calling an exported program initialises LAPACK (and imports scipy) once.
   # (For this worker's own platform: a GPU worker's arrays live on CUDA.)
-  exported = jax.export.export(jax.jit(jnp.sin))(shape)
+  exported = jax.export.export(jax.jit(jnp.sin))(_WARM_SHAPE)
   jax.jit(jax.export.deserialize(exported.serialize()).call)(
       jnp.ones((16, 16), jnp.float32)).block_until_ready()
   traceback.format_exception(ValueError("warm"))
@@ -294,35 +334,48 @@ def time_job(job: dict[str, Any], candidate, send) -> None:
         "b_seconds": times.b_seconds})
 
 
-def confine(job: dict[str, Any], setup: WorkerSetup) -> bool:
-  """Applies every sandbox layer; True if the network namespace took."""
-  scratch = tempfile.mkdtemp(prefix="leap_cand_")
+def confine(job: dict[str, Any], setup: WorkerSetup, scratch: str,
+            report: jail.JailReport, jail_config: jail.JailConfig) -> None:
+  """The layers applied right before the candidate runs, in this order:
+  scratch as cwd and home, stdio to /dev/null, the unprivileged uid, rlimits,
+  no new threads, the audit hook (the last: it would refuse the others)."""
   os.chdir(scratch)
+  os.environ.update(HOME=scratch, TMPDIR=scratch)
   linecache.cache[CANDIDATE_FILENAME] = (
       len(job["source"]), None, job["source"].splitlines(True),
       CANDIDATE_FILENAME)
-  isolated = setup.isolate_network and sandbox.isolate_network()
   if not setup.keep_stdio:
     sandbox.silence_stdio()
-  sandbox.apply_limits(sandbox.Limits(**job["limits"]))
+  jail.drop_privileges(report, scratch, jail_config)
+  # RLIMIT_NPROC counts a uid's tasks: meaningful only for a uid of its own.
+  sandbox.apply_limits(sandbox.Limits(**job["limits"]), threads_now=(
+      jail.thread_count() if report.own_uid else None))
   sandbox.block_threads()
   sandbox.install_audit_hook(scratch, sandbox.read_roots(), CANDIDATE_FILENAME)
-  return isolated
 
 
-def main(conn, setup: WorkerSetup) -> None:
-  """Entry point of a worker process (multiprocessing target)."""
+def main(conn, setup: WorkerSetup, scratch: str,
+         jail_config: jail.JailConfig = jail.JailConfig(),
+         preloaded: bool = False, forked_at: float | None = None) -> None:
+  """Entry point of a worker process (the zygote's child, or a
+  multiprocessing target when `preloaded` is False)."""
+  entered = time.monotonic()
   os.setsid()  # own process group: the pool kills the whole group
   def send(header, arrays=()):
     conn.send_bytes(wire.encode(header, list(arrays)))
+  report = jail.enter(scratch, jail_config)
+  jailed = time.monotonic()
+  jail.clean_environment(jail_config)
+  report.clean_environment = True
   configure_backend(setup)
-  warm_up(setup)
-  send({"kind": "ready"})
+  warm_up(setup, full=not preloaded)
+  send({"kind": "ready", "forked_at": forked_at, "entered": entered,
+        "jailed": jailed, "warm": time.monotonic()})
   for index in range(setup.jobs_per_worker):
-    job = conn.recv()
+    job = shared_inputs.receive_job(conn, jnp.dtype)
     if index == 0:
-      isolated = confine(job, setup)
-    send({"kind": "started", "network_isolated": isolated})
+      confine(job, setup, scratch, report, jail_config)
+    send({"kind": "started", "jail": dataclasses.asdict(report)})
     _serve(job, setup, conn, send)
 
 

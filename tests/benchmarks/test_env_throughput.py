@@ -1,5 +1,5 @@
-"""benchmarks/env_throughput.py at the smallest size: candidates per second
-and the pool overhead share in the JSON line."""
+"""benchmarks/env_throughput.py at the smallest size: candidates per second,
+the pool overhead (share and seconds per job) and the phases in the JSON line."""
 
 import json
 import os
@@ -12,7 +12,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def test_small_run_reports_rate_and_overhead():
   out = subprocess.run(
       [sys.executable, "benchmarks/env_throughput.py", "--batch=3",
-       "--workers=1", "--modes=forkserver"],
+       "--workers=1", "--modes=zygote"],
       cwd=ROOT, capture_output=True, text=True, timeout=300, check=True)
   result = json.loads(out.stdout.strip().splitlines()[-1])
   (row,) = result["rows"]
@@ -20,3 +20,8 @@ def test_small_run_reports_rate_and_overhead():
   assert row["candidates_per_s"] > 0 and 0 <= row["pool_overhead"] < 1
   assert 0 < row["candidate_seconds"] <= row["seconds"]
   assert sum(row["statuses"].values()) == 3
+  assert row["worker_jobs"] >= 1 and row["overhead_s_per_job"] >= 0
+  phases = row["phases_s"]
+  assert set(phases) == {"fork", "jail", "backend", "wait", "confine", "job",
+                         "teardown"}
+  assert phases["job"] > 0 and all(s >= 0 for s in phases.values())

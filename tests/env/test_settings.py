@@ -4,6 +4,11 @@ from configs import leap
 from leap_jax.env import settings
 
 
+@pytest.fixture(autouse=True)
+def _no_job_visible_devices(monkeypatch):
+  monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
 def test_cpu_host_gets_interpret_workers_one_per_core():
   cfg = leap.get_config().env
   env_config = settings.env_config_from(cfg, has_gpu=False)
@@ -42,3 +47,44 @@ def test_prompts_target_the_gpu_backend_even_in_interpret_mode():
                           ("mosaic", "mosaic")):
     env.backend = backend
     assert settings.env_config_from(env, has_gpu=True).target_backend == target
+
+
+def test_workers_per_device_puts_several_workers_on_each_gpu():
+  cfg = leap.get_config().env
+  cfg.verify_devices, cfg.workers_per_device = "2,3", 2
+  env_config = settings.env_config_from(cfg, has_gpu=True)
+  assert [s.visible_device for s in env_config.pool.setups] == ["2", "3", "2", "3"]
+  devices = [settings.pool_lib.slot_device(s, i)
+             for i, s in enumerate(env_config.pool.setups)]
+  assert devices == ["2", "3", "2", "3"]  # slots on one GPU share its gate
+
+
+def test_cpu_slots_are_each_their_own_device_and_bad_counts_are_errors():
+  cfg = leap.get_config().env
+  cfg.num_workers = 3
+  setups = settings.env_config_from(cfg, has_gpu=False).pool.setups
+  assert len({settings.pool_lib.slot_device(s, i)
+              for i, s in enumerate(setups)}) == 3
+  cfg.workers_per_device = 0
+  with pytest.raises(ValueError, match="workers_per_device must be >= 1"):
+    settings.env_config_from(cfg, has_gpu=True)
+
+
+def test_the_os_layer_and_start_method_come_from_the_config():
+  cfg = leap.get_config().env
+  pool = settings.env_config_from(cfg, has_gpu=False).pool
+  assert pool.start_method == "zygote" and pool.jail.enabled
+  cfg.os_jail = False
+  assert not settings.env_config_from(cfg, has_gpu=False).pool.jail.enabled
+
+
+def test_verify_devices_go_through_the_jobs_own_visible_devices(monkeypatch):
+  assert settings.physical_devices(["2", "3"], "4,5,6,7") == ["6", "7"]
+  assert settings.physical_devices(["1"], None) == ["1"]
+  with pytest.raises(ValueError, match="not ids among this job's"):
+    settings.physical_devices(["4"], "4,5")
+  monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5,6,7")
+  cfg = leap.get_config().env
+  cfg.verify_devices = "0,3"
+  setups = settings.env_config_from(cfg, has_gpu=True).pool.setups
+  assert [s.visible_device for s in setups] == ["4", "7"]

@@ -15,6 +15,7 @@ from leap_jax.env import environment
 from leap_jax.env import pool as pool_lib
 from leap_jax.env import soak
 from leap_jax.env import wire
+from leap_jax.env import worker_process
 from leap_jax.env.verdict import Status
 
 ADV_DIR = pathlib.Path(__file__).parent / "adversarial"
@@ -66,7 +67,7 @@ def test_soak_invariants_hold_under_random_kills():
   assert counts["harness_faults"] == counts["retried"] <= counts["kills"]
 
 
-class _KilledWorker(pool_lib._Worker):
+class _KilledWorker(worker_process.WorkerProcess):
   """SIGKILLs its own process after it confirmed its job, `kills` times."""
   kills = 0
 
@@ -80,7 +81,7 @@ class _KilledWorker(pool_lib._Worker):
 
 def test_killed_mid_candidate_is_retried_and_crashed_if_killed_again(
     monkeypatch):
-  monkeypatch.setattr(pool_lib, "_Worker", _KilledWorker)
+  monkeypatch.setattr(worker_process, "WorkerProcess", _KilledWorker)
   config = environment.EnvConfig(pool=pool_lib.PoolConfig(num_workers=1,
                                                           deadline_s=15))
   answer = soak.benign("correct", "level1/vector_add").answer
