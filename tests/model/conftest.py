@@ -68,9 +68,9 @@ def torch_model(directory) -> torch.nn.Module:
       directory, dtype=torch.float32).eval()
 
 
-def torch_logits(model: torch.nn.Module, tokens_BT: np.ndarray) -> np.ndarray:
+def torch_logits(model: torch.nn.Module, tokens_BL: np.ndarray) -> np.ndarray:
   with torch.no_grad():
-    return model(torch.as_tensor(tokens_BT)).logits.numpy()
+    return model(torch.as_tensor(tokens_BL)).logits.numpy()
 
 
 @pytest.fixture(scope='session')

@@ -72,7 +72,7 @@ tokens = jnp.asarray(np.random.RandomState(0).randint(0, 128, (4, 16)),
 forward = jax.jit(transformer.forward, static_argnums=0)
 logits8 = np.asarray(forward(graphdef, state8, tokens)[0])
 logits1 = np.asarray(forward(graphdef, state1, tokens)[0])
-q = state8['layers'][0]['attn']['q_kernel'][...]
+q = state8['layers']['attn']['q_kernel'][...]
 prompts = [[5, 6, 7], [1, 2, 3, 4, 5, 6, 7, 8, 9]]
 greedy = lambda state: sampler.Sampler(graphdef, state, cfg).generate(
     prompts, num_samples=2, max_new_tokens=8, temperature=0.0,
@@ -103,7 +103,8 @@ def test_sharded_logits_match_single_device(tiny_dirs):
   result = json.loads(proc.stdout.strip().splitlines()[-1])
   print(result)
   assert result['max_diff'] <= 1e-5
-  assert result['q_spec'] == ['fsdp', 'tensor', None]
-  assert result['q_shard_shape'] == [16, 2, 16]  # [64, 4, 16] / (4, 2, 1)
+  # [layers, D, N, H] = [2, 64, 4, 16]; layers replicated.
+  assert result['q_spec'] == [None, 'fsdp', 'tensor', None]
+  assert result['q_shard_shape'] == [2, 16, 2, 16]
   assert result['partial_reads']  # no device read a whole sharded tensor
   assert result['greedy_equal']
