@@ -73,6 +73,10 @@ flags.DEFINE_integer('rows', RUN.rl.micro_batch_rows, 'Rows per micro-batch.')
 flags.DEFINE_integer('seq_len', RUN.rl.max_seq_len, 'Tokens per row.')
 flags.DEFINE_string('remat', str(RUN.rl.remat), 'Remat policy.')
 flags.DEFINE_string('attention', RUN.model.attention, 'Attention.')
+flags.DEFINE_integer('attention_block', config_lib.ModelConfig.attention_block,
+                     'Attention block (chunked).')
+flags.DEFINE_integer('logprob_chunk', config_lib.ModelConfig.logprob_chunk,
+                     'Positions of logits at a time.')
 flags.DEFINE_string('optimizer_dtype', RUN.rl.optimizer_dtype,
                     'Optimizer state dtype.')
 flags.DEFINE_integer('prompts', RUN.rl.num_prompts, 'Sampler prompts.')
@@ -94,7 +98,8 @@ def model_config() -> config_lib.ModelConfig:
   with open(path) as f:
     hf = json.load(f)
   return config_lib.from_hf_config(hf, dtype=FLAGS.dtype).replace(
-      attention=FLAGS.attention)
+      attention=FLAGS.attention, attention_block=FLAGS.attention_block,
+      logprob_chunk=FLAGS.logprob_chunk)
 
 
 def device_bytes(tree) -> int:

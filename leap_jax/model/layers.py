@@ -15,6 +15,7 @@ from flax import nnx
 
 from leap_jax.model import cpu_decode, rope
 from leap_jax.model.config import ModelConfig
+from leap_jax.model.sharding import MeshRules, constrain_axes
 
 _INIT_STD = 0.02
 
@@ -61,18 +62,30 @@ class RMSNorm(nnx.Module):
 
 
 class Embed(nnx.Module):
-  """Token embedding; also the output projection when embeddings are tied."""
+  """Token embedding; also the output projection when embeddings are tied.
+
+  mesh_rules (training on a mesh) pin the table to its own layout where it
+  is read, so its gradient is built sharded (sharding.constrain_axes).
+  """
+  AXES = ('vocab', 'embed')
 
   def __init__(self, cfg: ModelConfig, rngs: nnx.Rngs):
-    self.table_VD = param(rngs, (cfg.vocab_size, cfg.embed_dim),
-                          ('vocab', 'embed'), cfg.dtype)
+    self.table_VD = param(rngs, (cfg.vocab_size, cfg.embed_dim), self.AXES,
+                          cfg.dtype)
 
-  def __call__(self, tokens_BL: jax.Array) -> jax.Array:
-    return jnp.take(cpu_decode.unpacked(self.table_VD[...]), tokens_BL, axis=0)
+  def __call__(self, tokens_BL: jax.Array,
+               mesh_rules: MeshRules | None = None) -> jax.Array:
+    table_VD = constrain_axes(cpu_decode.unpacked(self.table_VD[...]),
+                              self.AXES, mesh_rules)
+    return jnp.take(table_VD, tokens_BL, axis=0)
 
-  def attend(self, x_BLD: jax.Array) -> jax.Array:
+  def attend(self, x_BLD: jax.Array,
+             mesh_rules: MeshRules | None = None) -> jax.Array:
     b, l, d = x_BLD.shape
-    return cpu_decode.matmul(x_BLD.reshape(b * l, d), self.table_VD[...],
+    table_VD = self.table_VD[...]
+    if not isinstance(table_VD, cpu_decode.Packed):
+      table_VD = constrain_axes(table_VD, self.AXES, mesh_rules)
+    return cpu_decode.matmul(x_BLD.reshape(b * l, d), table_VD,
                              transposed=True).reshape(b, l, -1)
 
 

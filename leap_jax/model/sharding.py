@@ -90,6 +90,19 @@ def constrain_rows(x: jax.Array, mesh_rules: MeshRules | None) -> jax.Array:
       x, NamedSharding(mesh_rules.mesh, spec))
 
 
+def constrain_axes(x: jax.Array, axes: Sequence[str | None],
+                   mesh_rules: MeshRules | None) -> jax.Array:
+  """x laid out as the rules lay out a tensor with these logical axes; as
+  is without a mesh. On a parameter read inside a loop this also pins its
+  gradient there (the transpose keeps the layout), so a weight used chunk
+  by chunk accumulates a sharded gradient, not a whole one per device."""
+  if mesh_rules is None or mesh_rules.mesh.size == 1:
+    return x
+  spec = logical_to_spec(axes, x.shape, mesh_rules.mesh, mesh_rules.rules)
+  return jax.lax.with_sharding_constraint(
+      x, NamedSharding(mesh_rules.mesh, spec))
+
+
 def constrain_state(state: nnx.State, mesh_rules: MeshRules | None
                     ) -> nnx.State:
   """A state (params, or their gradients: same Variables, same axes) laid

@@ -10,10 +10,8 @@ the layers in Python on their own arrays, split once per call
 layer's cache slice in and out every step.
 
 Token logprobs (`token_logprobs`) never hold more than cfg.logprob_chunk
-positions of [vocab] logits: the chunks run in a scan whose body is
-rematerialised, so the backward pass recomputes each chunk's logits
-instead of keeping [B, L, V] (2.5 GB per row at 4096 tokens and 152k
-vocabulary in f32).
+positions of [vocab] logits, in either pass (logprobs.py): [B, L, V] would
+be 2.5 GB per row at 4096 tokens and a 152k vocabulary in f32.
 """
 
 from typing import Any
@@ -22,13 +20,14 @@ import jax
 import jax.numpy as jnp
 from flax import nnx, struct
 
-from leap_jax.model import cpu_decode, kv_cache, rope
+from leap_jax.model import cpu_decode, kv_cache, logprobs, rope
 from leap_jax.model.config import ModelConfig
-from leap_jax.model.sharding import MeshRules, constrain_rows
+from leap_jax.model.sharding import MeshRules, constrain_axes, constrain_rows
 from leap_jax.model.layers import (MLP, Attention, Embed, RMSNorm, dense,
                                    param)
 
 LAYERS_AXIS = 'layers'
+LM_HEAD_AXES = ('embed', 'vocab')
 # The params' tree layout; checkpoints of another layout do not restore.
 PARAM_LAYOUT = 'stacked-layers'
 # The matmul weights and how many leading dims each contracts.
@@ -133,7 +132,7 @@ class Transformer(nnx.Module):
     self.final_norm = RMSNorm(cfg.embed_dim, cfg.rms_eps, cfg.dtype, rngs)
     if not cfg.tie_embeddings:
       self.lm_head = param(rngs, (cfg.embed_dim, cfg.vocab_size),
-                           ('embed', 'vocab'), cfg.dtype)
+                           LM_HEAD_AXES, cfg.dtype)
 
   def hidden(self, tokens_BL: jax.Array, positions_BL: jax.Array,
              core: Any = None, mesh_rules: MeshRules | None = None
@@ -148,7 +147,7 @@ class Transformer(nnx.Module):
       core = kv_cache.Causal(impl=cfg.attention, block=cfg.attention_block)
     sin_BLE, cos_BLE = rope.sin_cos(cfg.rope, cfg.head_dim, cfg.max_position,
                                     positions_BL)
-    x_BLD = constrain_rows(self.embed(tokens_BL), mesh_rules)
+    x_BLD = constrain_rows(self.embed(tokens_BL, mesh_rules), mesh_rules)
     block_def, stacked = nnx.split(self.layers)
     split = any(_is_per_layer(x) for x in jax.tree.leaves(
         stacked, is_leaf=_is_per_layer))
@@ -161,37 +160,30 @@ class Transformer(nnx.Module):
         x_BLD, core = block(x_BLD, sin_BLE, cos_BLE, core, i)
     return self.final_norm(x_BLD), core
 
-  def logits(self, x_BLD: jax.Array) -> jax.Array:
+  def logits(self, x_BLD: jax.Array,
+             mesh_rules: MeshRules | None = None) -> jax.Array:
     """Output projection; logits are f32 whatever the compute dtype."""
     if self.cfg.tie_embeddings:
-      logits_BLV = self.embed.attend(x_BLD)
+      logits_BLV = self.embed.attend(x_BLD, mesh_rules)
     else:
-      logits_BLV = dense(x_BLD, self.lm_head[...], 1)
+      lm_head_DV = self.lm_head[...]
+      if not isinstance(lm_head_DV, cpu_decode.Packed):
+        lm_head_DV = constrain_axes(lm_head_DV, LM_HEAD_AXES, mesh_rules)
+      logits_BLV = dense(x_BLD, lm_head_DV, 1)
     return logits_BLV.astype(jnp.float32)
 
   def token_logprobs(self, x_BLD: jax.Array, targets_BL: jax.Array,
                      temperature: float = 1.0,
                      mesh_rules: MeshRules | None = None) -> jax.Array:
     """log softmax(logits / temperature)[target], f32 [B, L], in chunks of
-    cfg.logprob_chunk positions (see the module docstring)."""
-    b, l, d = x_BLD.shape
-    c = min(self.cfg.logprob_chunk, l)
-    n = -(-l // c)
-    pad = n * c - l
-    x_BLD = jnp.pad(x_BLD, ((0, 0), (0, pad), (0, 0)))
-    targets_BL = jnp.pad(targets_BL, ((0, 0), (0, pad)))
-    # [n, B, C, .]: the scan runs over the chunks.
-    x_NBCD = x_BLD.reshape(b, n, c, d).swapaxes(0, 1)
-    t_NBC = targets_BL.reshape(b, n, c).swapaxes(0, 1)
-
-    def chunk(_, xt):
-      x_BCD, t_BC = xt
-      logits_BCV = constrain_rows(self.logits(x_BCD), mesh_rules) / temperature
-      picked_BC = jnp.take_along_axis(logits_BCV, t_BC[..., None], -1)[..., 0]
-      return None, picked_BC - jax.nn.logsumexp(logits_BCV, axis=-1)
-
-    _, logp_NBC = jax.lax.scan(_remat(chunk, 'full'), None, (x_NBCD, t_NBC))
-    return logp_NBC.swapaxes(0, 1).reshape(b, n * c)[:, :l]
+    cfg.logprob_chunk positions (logprobs.token_logprobs)."""
+    if self.cfg.tie_embeddings:
+      w = constrain_axes(self.embed.table_VD[...], Embed.AXES, mesh_rules)
+    else:
+      w = constrain_axes(self.lm_head[...], LM_HEAD_AXES, mesh_rules)
+    return logprobs.token_logprobs(
+        x_BLD, w, targets_BL, temperature, self.cfg.logprob_chunk,
+        transposed=self.cfg.tie_embeddings, mesh_rules=mesh_rules)
 
   def __call__(self, tokens_BL: jax.Array,
                positions_BL: jax.Array | None = None,
