@@ -232,9 +232,9 @@ def main(argv):
             'update_shape': {'micro_batches': 1, 'rows': FLAGS.rows,
                              'seq_len': FLAGS.seq_len},
             'remat': upd['remat'], 'optimizer_dtype': upd['optimizer_dtype'],
-            'update_temp_gb': round(upd['update_temp_gb'], 3),
-            'update_total_gb': round(upd['update_total_gb'], 3),
-            'opt_state_gb': round(upd['opt_state_gb'], 3),
+            'update_temp_gb': round(upd['update_temp_gb'], 4),
+            'update_total_gb': round(upd['update_total_gb'], 4),
+            'opt_state_gb': round(upd['opt_state_gb'], 4),
             'compile_s': upd['compile_s']}
   programs = upd['programs']
   if FLAGS.sampler:
@@ -249,11 +249,11 @@ def main(argv):
         sampler_shape={'prompts': FLAGS.prompts, 'samples': FLAGS.samples,
                        'prompt_len': FLAGS.prompt_len,
                        'new_tokens': FLAGS.new_tokens},
-        sampler_total_gb=round(smp['sampler_total_gb'], 3),
+        sampler_total_gb=round(smp['sampler_total_gb'], 4),
         kv_cache_gb=round(smp['kv_cache_gb'], 3),
         kv_cache_per_device_gb=round(smp['kv_cache_per_device_gb'], 3))
   result['programs'] = {
-      p['name']: {k: round(v, 3) for k, v in p.items()
+      p['name']: {k: round(v, 4) for k, v in p.items()
                   if k not in ('name', 'compiled')} for p in programs}
   print(json.dumps(result), flush=True)
 

