@@ -129,6 +129,7 @@ SHARDING_RULES = (
     ("heads", "tensor"),
     ("kv_heads", "tensor"),
     ("vocab", "tensor"),
+    ("layers", ()),  # the stacked layers' dim: replicated
 )
 
 

@@ -78,7 +78,7 @@ class CacheBytes:
     return self.prompt + self.generated
 
   def describe(self) -> str:
-    gb = lambda n: f'{n / 1e9:.2f} GB'
+    gb = lambda n: f'{n / 1e9:.3g} GB'
     return (f'KV cache {gb(self.total)} (prompts {gb(self.prompt)}, '
             f'samples {gb(self.generated)}), {gb(self.per_device)} per device')
 

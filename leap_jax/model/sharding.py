@@ -30,6 +30,7 @@ DEFAULT_RULES: Rules = (
     ('heads', 'tensor'),
     ('kv_heads', 'tensor'),
     ('vocab', 'tensor'),
+    ('layers', ()),  # stacked layers: replicated, each device its slices
 )
 
 

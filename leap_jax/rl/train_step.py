@@ -65,7 +65,7 @@ def make_logprob_fn(graphdef: nnx.GraphDef, cfg: RLConfig,
     def one(_, mb):
       return None, transformer.token_logprobs(
           graphdef, params, mb['inputs'], mb['targets'], cfg.temperature,
-          rows)
+          mesh_rules)
     mbs = {'inputs': batch['inputs'], 'targets': batch['targets']}
     return jax.lax.scan(one, None, mbs)[1]
 
