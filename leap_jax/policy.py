@@ -10,6 +10,7 @@ Three sources, chosen by config.model.source:
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -17,7 +18,7 @@ import jax
 import ml_collections
 from flax import nnx
 
-from leap_jax import distributed
+from leap_jax import distributed, layout
 from leap_jax.model import paths, smollm2, weights
 from leap_jax.model import sampler as sampler_lib
 from leap_jax.model import tokenizer as tokenizer_lib
@@ -26,6 +27,8 @@ from leap_jax.rl import rollout
 from leap_jax.rl.config import RLConfig
 from leap_jax.warmstart import store
 from leap_jax.warmstart import tokenizer as embedded_tokenizer
+
+_LOG = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
@@ -39,9 +42,16 @@ class LoadedPolicy:
   description: str
 
   def sampler_policy(self, params: Any, cfg: RLConfig) -> rollout.SamplerPolicy:
-    """A rollout Policy sampling from `params` under cfg's sampling knobs."""
+    """A rollout Policy sampling from `params` under cfg's sampling knobs;
+    logs what its KV caches take for this process's prompts."""
     sampler = sampler_lib.Sampler(self.graphdef, params, self.model_cfg,
                                   pad_id=self.pad_id)
+    prompts = max(1, cfg.num_prompts // jax.process_count())
+    cache = sampler.cache_bytes(prompts, cfg.num_samples,
+                                cfg.max_prompt_tokens, cfg.max_new_tokens)
+    _LOG.info("sampler: %d prompts x %d samples, %d + %d tokens: %s", prompts,
+              cfg.num_samples, cfg.max_prompt_tokens, cfg.max_new_tokens,
+              cache.describe())
     return rollout.SamplerPolicy(sampler, self.tokenizer, cfg,
                                  self.stop_token_ids)
 
@@ -58,7 +68,13 @@ def model_path(model: ml_collections.ConfigDict) -> str:
 
 def load(config: ml_collections.ConfigDict, task_ids: Sequence[str],
          make_env: Callable[[], Any], mesh: Any = None) -> LoadedPolicy:
-  """The policy at the start of training (before any RL checkpoint)."""
+  """The policy at the start of training (before any RL checkpoint).
+
+  gguf/hf: placed straight onto `mesh` (default: the training mesh of every
+  process's devices) under the config's sharding rules, each process
+  reading only its own devices' shards of the file. embedded: this
+  process's copy of the warm start (layout.place_params lays it out).
+  """
   source = config.model.source
   if source == "embedded":
     # Process 0 makes a missing warm start; the others wait, then read it
@@ -74,8 +90,10 @@ def load(config: ml_collections.ConfigDict, task_ids: Sequence[str],
             f"{config.sft.dir}")
   elif source in ("gguf", "hf"):
     path = model_path(config.model)
-    graphdef, params, cfg = weights.load(path, mesh=mesh,
-                                         dtype=config.model.dtype)
+    graphdef, params, cfg = weights.load(
+        path, mesh=layout.training_mesh(config) if mesh is None else mesh,
+        rules=layout.rules(config), dtype=config.model.dtype,
+        attention=config.model.attention)
     tok = tokenizer_lib.load(path)
     stops = tokenizer_lib.stop_ids(tok, cfg.eos_token_ids)
     desc = f"{cfg.family} ({_count(params) / 1e6:.0f}M params) from {path}"

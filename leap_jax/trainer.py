@@ -86,9 +86,10 @@ def abstract_state(params: Any, optimizer: Any,
   (host)."""
   params = jax.tree.map(lambda x: jax.ShapeDtypeStruct(
       x.shape, x.dtype, sharding=getattr(x, "sharding", None)), params)
-  opt_state = jax.jit(optimizer.init).eval_shape(params)
   if mesh is not None:
-    opt_state = layout.on_mesh(opt_state, mesh)
+    opt_state = layout.abstract_opt_state(optimizer, params, mesh)
+  else:
+    opt_state = jax.jit(optimizer.init).eval_shape(params)
   return {"params": params, "opt_state": opt_state,
           "rng": np.zeros((2,), np.uint32)}
 
@@ -182,8 +183,8 @@ class Trainer:
     # too: policy.load reads the same starting weights), never updated.
     ref_params = None
     if self.cfg.kl_beta > 0:
-      ref_params = distributed.place_tree(
-          jax.tree.map(np.asarray, self.policy.params), self.param_shardings)
+      ref_params = layout.place_params(self.policy.params,
+                                       self.param_shardings, copy=True)
     self.update = train_step.Update(
         train_step.train_graphdef(self.policy.model_cfg, self.cfg.remat),
         self.optimizer, self.cfg, mesh=self.mesh, rules=layout.rules(config),
@@ -209,11 +210,10 @@ class Trainer:
     """(state, step, data position): the latest checkpoint, or step 0."""
     latest = self.ckpt.latest_step()
     if latest is None:
-      params = distributed.place_tree(
-          jax.tree.map(np.asarray, self.policy.params), self.param_shardings)
+      params = layout.place_params(self.policy.params, self.param_shardings)
       state = {"params": params,
-               "opt_state": layout.on_mesh(
-                   jax.jit(self.optimizer.init)(params), self.mesh),
+               "opt_state": layout.init_opt_state(self.optimizer, params,
+                                                  self.mesh),
                "rng": np.asarray(jax.random.key_data(
                    jax.random.key(self.config.seed)))}
       self._save(0, state, 0)

@@ -9,8 +9,14 @@ from typing import Any, Mapping
 
 import jax
 
+from leap_jax.model import attention as attention_lib
+
 SUPPORTED_FAMILIES = ('llama', 'qwen2', 'qwen3')
 ROPE_TYPES = ('default', 'linear', 'dynamic', 'llama3', 'yarn')
+# What the backward pass recomputes of each scanned layer (transformer.py):
+# none keeps every activation; full keeps only each layer's input and
+# recomputes the rest; dots also keeps the matmul outputs.
+REMAT_POLICIES = ('none', 'full', 'dots')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,14 +62,27 @@ class ModelConfig:
   qk_norm: bool = False  # Qwen3
   tie_embeddings: bool = False
   dtype: str = 'float32'  # params and activations; norms/softmax in f32
-  remat: bool = False
+  remat: str = 'none'  # REMAT_POLICIES; True/False read as full/none
   family: str = 'llama'
   eos_token_ids: tuple[int, ...] = ()
+  # How a whole sequence attends (attention.IMPLEMENTATIONS) and in blocks
+  # of how many tokens; token logprobs are computed this many at a time.
+  attention: str = 'auto'
+  attention_block: int = attention_lib.DEFAULT_BLOCK
+  logprob_chunk: int = 512
 
   def __post_init__(self):
     if self.num_heads % self.num_kv_heads:
       raise ValueError(f'{self.num_heads} heads not divisible by '
                        f'{self.num_kv_heads} kv heads')
+    if isinstance(self.remat, bool):
+      object.__setattr__(self, 'remat', 'full' if self.remat else 'none')
+    if self.remat not in REMAT_POLICIES:
+      raise ValueError(f'remat must be one of {REMAT_POLICIES}, got '
+                       f'{self.remat!r}')
+    attention_lib.check_impl(self.attention)
+    if self.attention_block < 1 or self.logprob_chunk < 1:
+      raise ValueError('attention_block and logprob_chunk must be >= 1')
 
   def replace(self, **kw) -> 'ModelConfig':
     return dataclasses.replace(self, **kw)
@@ -118,8 +137,8 @@ def rope_from_hf(hf: Mapping[str, Any]) -> RopeConfig:
       truncate=bool(params.get('truncate', True)))
 
 
-def from_hf_config(hf: Mapping[str, Any], dtype: str | None = None,
-                   remat: bool = False) -> ModelConfig:
+def from_hf_config(hf: Mapping[str, Any], dtype: str | None = None
+                   ) -> ModelConfig:
   """ModelConfig from a Hugging Face config.json dict."""
   family = hf.get('model_type', 'llama')
   if family not in SUPPORTED_FAMILIES:
@@ -155,6 +174,5 @@ def from_hf_config(hf: Mapping[str, Any], dtype: str | None = None,
       qk_norm=family == 'qwen3',
       tie_embeddings=bool(hf.get('tie_word_embeddings', False)),
       dtype=dtype or default_dtype(),
-      remat=remat,
       family=family,
       eos_token_ids=eos)

@@ -180,8 +180,11 @@ def pack_state(state, num_in: Mapping[str, int], transposed: frozenset[str]
   """Every leaf named in num_in or transposed, packed (transposed ones keep
   their original too); other leaves unchanged."""
   def visit(path, leaf):
+    # The parameter's name: the last key that is not a container's field
+    # (a Variable's value, a per-layer split's parts and index).
     names = [getattr(k, 'key', getattr(k, 'name', None)) for k in path]
-    name = next((n for n in reversed(names) if n != 'value'), None)
+    name = next((n for n in reversed(names)
+                 if isinstance(n, str) and n not in ('value', 'parts')), None)
     if name in transposed:
       return pack(leaf, transposed=True, keep_original=True)
     if name in num_in:
@@ -216,20 +219,20 @@ def matmul(x_MK: jax.Array, w, transposed: bool = False) -> jax.Array:
   return y if y.shape[1] == n else y[:, :n]
 
 
-def attention(q_XKRH: jax.Array, prompt_k_BKHP: jax.Array,
-              prompt_v_BKPH: jax.Array, prompt_bias_BP: jax.Array,
-              gen_k_XKHS: jax.Array, gen_v_XKSH: jax.Array,
+def attention(q_BKRH: jax.Array, prompt_k_BKHS: jax.Array,
+              prompt_v_BKSH: jax.Array, prompt_bias_BS: jax.Array,
+              gen_k_BKHS: jax.Array, gen_v_BKSH: jax.Array,
               step: jax.Array) -> jax.Array:
   """softmax(q . [prompt keys, generated keys 0..step]) @ values, f32.
 
   Rows are prompt-major (row x belongs to prompt x // G); q is already
-  scaled. prompt_bias_BP is added to the prompt scores (0, or a large
+  scaled. prompt_bias_BS is added to the prompt scores (0, or a large
   negative at padding). The generated caches already hold this step's key
   and value.
   """
   _require()
-  call = jax.ffi.ffi_call(_ATTENTION, jax.ShapeDtypeStruct(q_XKRH.shape,
+  call = jax.ffi.ffi_call(_ATTENTION, jax.ShapeDtypeStruct(q_BKRH.shape,
                                                            jnp.float32))
-  return call(q_XKRH.astype(jnp.float32), prompt_k_BKHP, prompt_v_BKPH,
-              prompt_bias_BP.astype(jnp.float32), gen_k_XKHS, gen_v_XKSH,
+  return call(q_BKRH.astype(jnp.float32), prompt_k_BKHS, prompt_v_BKSH,
+              prompt_bias_BS.astype(jnp.float32), gen_k_BKHS, gen_v_BKSH,
               jnp.asarray(step, jnp.int32))

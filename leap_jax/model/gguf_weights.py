@@ -65,6 +65,9 @@ class GGUFTensor:
     self._tensor = tensor
     self._head_dim = head_dim  # set when rows need un-permuting
     self.shape = tuple(int(n) for n in reversed(tensor.shape))
+    # The last rows dequantized: devices that split a tensor by columns
+    # read the same rows one after another.
+    self._last: tuple[tuple[int, int], np.ndarray] | None = None
 
   def __getitem__(self, index: Any) -> np.ndarray:
     index = tuple(index or ())
@@ -74,12 +77,16 @@ class GGUFTensor:
     if self._head_dim:  # read whole heads so they can be un-permuted
       start = start // self._head_dim * self._head_dim
       stop = -(-stop // self._head_dim) * self._head_dim
-    raw = self._tensor.data[start:stop]
-    block = gguf.quants.dequantize(raw, self._tensor.tensor_type)
-    block = np.asarray(block, np.float32).reshape(
-        (stop - start,) + self.shape[1:])
-    if self._head_dim:
-      block = unpermute_rows(block, (stop - start) // self._head_dim)
+    if self._last is not None and self._last[0] == (start, stop):
+      block = self._last[1]
+    else:
+      raw = self._tensor.data[start:stop]
+      block = gguf.quants.dequantize(raw, self._tensor.tensor_type)
+      block = np.asarray(block, np.float32).reshape(
+          (stop - start,) + self.shape[1:])
+      if self._head_dim:
+        block = unpermute_rows(block, (stop - start) // self._head_dim)
+      self._last = ((start, stop), block)
     local = slice(rows.start - start, rows.stop - start, rows.step)
     return block[(local,) + index[1:]]
 
@@ -89,8 +96,8 @@ def _field(reader: gguf.GGUFReader, key: str, default: Any = None) -> Any:
   return default if field is None else field.contents()
 
 
-def config_from_gguf(reader: gguf.GGUFReader, dtype: str | None = None,
-                     remat: bool = False) -> ModelConfig:
+def config_from_gguf(reader: gguf.GGUFReader, dtype: str | None = None
+                     ) -> ModelConfig:
   """ModelConfig from GGUF metadata (and which tensors exist)."""
   arch = _field(reader, 'general.architecture')
   if arch not in config_lib.SUPPORTED_FAMILIES:
@@ -125,19 +132,17 @@ def config_from_gguf(reader: gguf.GGUFReader, dtype: str | None = None,
       qk_norm='blk.0.attn_q_norm.weight' in names,
       tie_embeddings='output.weight' not in names,
       dtype=dtype or config_lib.default_dtype(),
-      remat=remat,
       family=arch,
       eos_token_ids=() if eos is None else (int(eos),))
 
 
-def open_checkpoint(path: str | os.PathLike, dtype: str | None = None,
-                    remat: bool = False
+def open_checkpoint(path: str | os.PathLike, dtype: str | None = None
                     ) -> tuple[ModelConfig, dict[str, GGUFTensor]]:
   """(config, HF name -> lazy tensor) for a .gguf file."""
   if not os.path.isfile(path):
     raise FileNotFoundError(f'{path}: no such GGUF file')
   reader = gguf.GGUFReader(path)
-  cfg = config_from_gguf(reader, dtype=dtype, remat=remat)
+  cfg = config_from_gguf(reader, dtype=dtype)
   permuted = cfg.family in PERMUTED_QK_ARCHS
   tensors = {}
   for tensor in reader.tensors:

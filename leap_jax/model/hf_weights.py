@@ -61,8 +61,7 @@ def open_tensors(directory: str | os.PathLike) -> dict[str, SafetensorsTensor]:
   return tensors
 
 
-def open_checkpoint(directory: str | os.PathLike, dtype: str | None = None,
-                    remat: bool = False
+def open_checkpoint(directory: str | os.PathLike, dtype: str | None = None
                     ) -> tuple[ModelConfig, dict[str, SafetensorsTensor]]:
-  cfg = from_hf_config(read_config(directory), dtype=dtype, remat=remat)
+  cfg = from_hf_config(read_config(directory), dtype=dtype)
   return cfg, open_tensors(directory)

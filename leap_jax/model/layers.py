@@ -2,8 +2,8 @@
 
 Every parameter carries its logical axis names in the `axes` metadata;
 sharding.py maps them onto a mesh. Kernels are stored input-first
-(q_kernel_DNH, o_kernel_NHD, gate_kernel_DF ...) so each matmul is one
-2-D dot on free reshapes.
+(q_kernel [D, N, H], o_kernel [N, H, D], gate_kernel [D, F] ...) so each
+matmul is one 2-D dot on free reshapes. Shape letters: leap_jax/__init__.py.
 """
 
 import math
@@ -15,6 +15,7 @@ from flax import nnx
 
 from leap_jax.model import cpu_decode, rope
 from leap_jax.model.config import ModelConfig
+from leap_jax.model.sharding import MeshRules, constrain_axes
 
 _INIT_STD = 0.02
 
@@ -61,40 +62,39 @@ class RMSNorm(nnx.Module):
 
 
 class Embed(nnx.Module):
-  """Token embedding; also the output projection when embeddings are tied."""
+  """Token embedding; also the output projection when embeddings are tied.
+
+  mesh_rules (training on a mesh) pin the table to its own layout where it
+  is read, so its gradient is built sharded (sharding.constrain_axes).
+  """
+  AXES = ('vocab', 'embed')
 
   def __init__(self, cfg: ModelConfig, rngs: nnx.Rngs):
-    self.table_VD = param(rngs, (cfg.vocab_size, cfg.embed_dim),
-                          ('vocab', 'embed'), cfg.dtype)
+    self.table_VD = param(rngs, (cfg.vocab_size, cfg.embed_dim), self.AXES,
+                          cfg.dtype)
 
-  def __call__(self, tokens_BT: jax.Array) -> jax.Array:
-    return jnp.take(cpu_decode.unpacked(self.table_VD[...]), tokens_BT, axis=0)
+  def __call__(self, tokens_BL: jax.Array,
+               mesh_rules: MeshRules | None = None) -> jax.Array:
+    table_VD = constrain_axes(cpu_decode.unpacked(self.table_VD[...]),
+                              self.AXES, mesh_rules)
+    return jnp.take(table_VD, tokens_BL, axis=0)
 
-  def attend(self, x_BTD: jax.Array) -> jax.Array:
-    b, t, d = x_BTD.shape
-    return cpu_decode.matmul(x_BTD.reshape(b * t, d), self.table_VD[...],
-                             transposed=True).reshape(b, t, -1)
+  def attend(self, x_BLD: jax.Array,
+             mesh_rules: MeshRules | None = None) -> jax.Array:
+    b, l, d = x_BLD.shape
+    table_VD = self.table_VD[...]
+    if not isinstance(table_VD, cpu_decode.Packed):
+      table_VD = constrain_axes(table_VD, self.AXES, mesh_rules)
+    return cpu_decode.matmul(x_BLD.reshape(b * l, d), table_VD,
+                             transposed=True).reshape(b, l, -1)
 
 
 class AttentionCore(Protocol):
   """How attention sees keys: plain causal, or through a KV cache."""
 
-  def attend(self, layer: int, q_BTNH: jax.Array, k_BTKH: jax.Array,
-             v_BTKH: jax.Array) -> tuple[jax.Array, 'AttentionCore']:
+  def attend(self, layer: int, q_BLNH: jax.Array, k_BLKH: jax.Array,
+             v_BLKH: jax.Array) -> tuple[jax.Array, 'AttentionCore']:
     ...
-
-
-NEG_INF = -1e30  # finite: a fully masked (padding) row stays NaN-free
-
-
-def dot_attention(q_BTKRH: jax.Array, k_BSKH: jax.Array, v_BSKH: jax.Array,
-                  mask_BTS: jax.Array) -> jax.Array:
-  """Grouped-query softmax attention; q is already scaled; R = heads per kv."""
-  s_BKRTS = jnp.einsum('btkrh,bskh->bkrts', q_BTKRH, k_BSKH,
-                       preferred_element_type=jnp.float32)
-  s_BKRTS = jnp.where(mask_BTS[:, None, None], s_BKRTS, NEG_INF)
-  p_BKRTS = jax.nn.softmax(s_BKRTS, axis=-1).astype(v_BSKH.dtype)
-  return jnp.einsum('bkrts,bskh->btkrh', p_BKRTS, v_BSKH)
 
 
 class Attention(nnx.Module):
@@ -120,27 +120,27 @@ class Attention(nnx.Module):
       self.q_norm = RMSNorm(h, cfg.rms_eps, dt, rngs, 'head_dim')
       self.k_norm = RMSNorm(h, cfg.rms_eps, dt, rngs, 'head_dim')
 
-  def _project(self, name: str, x_BTD: jax.Array) -> jax.Array:
+  def _project(self, name: str, x_BLD: jax.Array) -> jax.Array:
     kernel_DNH = getattr(self, f'{name}_kernel')[...]
-    y_BTNH = dense(x_BTD, kernel_DNH, 1)
+    y_BLNH = dense(x_BLD, kernel_DNH, 1)
     if self.cfg.qkv_bias:
-      y_BTNH = y_BTNH + getattr(self, f'{name}_bias')[...]
+      y_BLNH = y_BLNH + getattr(self, f'{name}_bias')[...]
     if self.cfg.qk_norm and name in ('q', 'k'):
-      y_BTNH = getattr(self, f'{name}_norm')(y_BTNH)
-    return y_BTNH
+      y_BLNH = getattr(self, f'{name}_norm')(y_BLNH)
+    return y_BLNH
 
-  def __call__(self, x_BTD: jax.Array, sin_BTF: jax.Array, cos_BTF: jax.Array,
+  def __call__(self, x_BLD: jax.Array, sin_BLE: jax.Array, cos_BLE: jax.Array,
                core: AttentionCore, layer: int) -> tuple[jax.Array, Any]:
-    q_BTNH = rope.apply(self._project('q', x_BTD), sin_BTF, cos_BTF)
-    k_BTKH = rope.apply(self._project('k', x_BTD), sin_BTF, cos_BTF)
-    v_BTKH = self._project('v', x_BTD)
+    q_BLNH = rope.apply(self._project('q', x_BLD), sin_BLE, cos_BLE)
+    k_BLKH = rope.apply(self._project('k', x_BLD), sin_BLE, cos_BLE)
+    v_BLKH = self._project('v', x_BLD)
     # Scale q once here rather than every score.
-    q_BTNH = q_BTNH * jnp.asarray(self.cfg.head_dim ** -0.5, q_BTNH.dtype)
-    out_BTNH, core = core.attend(layer, q_BTNH, k_BTKH, v_BTKH)
-    out_BTD = dense(out_BTNH, self.o_kernel[...], 2)
+    q_BLNH = q_BLNH * jnp.asarray(self.cfg.head_dim ** -0.5, q_BLNH.dtype)
+    out_BLNH, core = core.attend(layer, q_BLNH, k_BLKH, v_BLKH)
+    out_BLD = dense(out_BLNH, self.o_kernel[...], 2)
     if self.cfg.o_bias:
-      out_BTD = out_BTD + self.o_bias[...]
-    return out_BTD, core
+      out_BLD = out_BLD + self.o_bias[...]
+    return out_BLD, core
 
 
 class MLP(nnx.Module):
@@ -152,7 +152,7 @@ class MLP(nnx.Module):
     self.up_kernel = param(rngs, (d, f), ('embed', 'mlp'), dt)
     self.down_kernel = param(rngs, (f, d), ('mlp', 'embed'), dt)
 
-  def __call__(self, x_BTD: jax.Array) -> jax.Array:
-    gate_BTF = dense(x_BTD, self.gate_kernel[...], 1)
-    up_BTF = dense(x_BTD, self.up_kernel[...], 1)
-    return dense(jax.nn.silu(gate_BTF) * up_BTF, self.down_kernel[...], 1)
+  def __call__(self, x_BLD: jax.Array) -> jax.Array:
+    gate_BLF = dense(x_BLD, self.gate_kernel[...], 1)
+    up_BLF = dense(x_BLD, self.up_kernel[...], 1)
+    return dense(jax.nn.silu(gate_BLF) * up_BLF, self.down_kernel[...], 1)

@@ -81,10 +81,10 @@ def inv_freq_and_scale(rope: RopeConfig, dim: int) -> tuple[np.ndarray, float]:
 
 
 def _dynamic_inv_freq(rope: RopeConfig, dim: int, max_position: int,
-                      positions_BT: jax.Array) -> jax.Array:
+                      positions_BL: jax.Array) -> jax.Array:
   # Dynamic NTK grows the base once the sequence outgrows the trained length.
   # Stateless: like HF for a forward that sees its longest position so far.
-  seq_len = jnp.maximum(jnp.max(positions_BT) + 1, max_position)
+  seq_len = jnp.maximum(jnp.max(positions_BL) + 1, max_position)
   seq_len = seq_len.astype(jnp.float32)
   base = rope.theta * ((rope.factor * seq_len / max_position) -
                        (rope.factor - 1)) ** (dim / (dim - 2))
@@ -93,22 +93,22 @@ def _dynamic_inv_freq(rope: RopeConfig, dim: int, max_position: int,
 
 
 def sin_cos(rope: RopeConfig, head_dim: int, max_position: int,
-            positions_BT: jax.Array) -> tuple[jax.Array, jax.Array]:
+            positions_BL: jax.Array) -> tuple[jax.Array, jax.Array]:
   """sin and cos tables [B, T, head_dim/2] in f32 for integer positions."""
   if rope.kind == 'dynamic':
-    inv_freq = _dynamic_inv_freq(rope, head_dim, max_position, positions_BT)
+    inv_freq = _dynamic_inv_freq(rope, head_dim, max_position, positions_BL)
     scale = 1.0
   else:
     inv_freq, scale = inv_freq_and_scale(rope, head_dim)
     inv_freq = jnp.asarray(inv_freq, jnp.float32)
-  angles_BTF = positions_BT.astype(jnp.float32)[..., None] * inv_freq
-  return jnp.sin(angles_BTF) * scale, jnp.cos(angles_BTF) * scale
+  angles_BLE = positions_BL.astype(jnp.float32)[..., None] * inv_freq
+  return jnp.sin(angles_BLE) * scale, jnp.cos(angles_BLE) * scale
 
 
-def apply(x_BTNH: jax.Array, sin_BTF: jax.Array,
-          cos_BTF: jax.Array) -> jax.Array:
+def apply(x_BLNH: jax.Array, sin_BLE: jax.Array,
+          cos_BLE: jax.Array) -> jax.Array:
   """Rotates the two halves of the head dim (HF `rotate_half` convention)."""
-  x1, x2 = jnp.split(x_BTNH.astype(jnp.float32), 2, axis=-1)
-  sin, cos = sin_BTF[:, :, None, :], cos_BTF[:, :, None, :]
+  x1, x2 = jnp.split(x_BLNH.astype(jnp.float32), 2, axis=-1)
+  sin, cos = sin_BLE[:, :, None, :], cos_BLE[:, :, None, :]
   out = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
-  return out.astype(x_BTNH.dtype)
+  return out.astype(x_BLNH.dtype)

@@ -9,6 +9,13 @@ kv_cache.SharedPrefix), and the per-sample cache is updated in place in
 the loop (buffers donated). The loop runs on device to the end: no Python
 per token, early exit once every row has hit a stop token. On CPU, decode
 reads its weights packed for cpu_decode's kernels (once per weights).
+
+Prefill runs the layers as one scan with attention.causal (no [S, S]
+scores; the implementation the config picks), decode loops over the
+layers' own arrays (transformer.split_layers). On a mesh of several
+devices the prompts and their samples are split over (data, fsdp) where
+the counts divide, caches included. `Sampler.cache_bytes` says what the
+caches of a call take (kv_cache.cache_bytes).
 """
 
 import dataclasses
@@ -20,8 +27,12 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx, struct
 
+from jax.sharding import Mesh, NamedSharding
+
 from leap_jax.model import cpu_decode, kv_cache, sampling, transformer
+from leap_jax.model import sharding as sharding_lib
 from leap_jax.model.config import ModelConfig
+from leap_jax.model.sharding import MeshRules, constrain_rows
 
 MIN_PROMPT_BUCKET = 16
 MIN_STOP_SLOTS = 4
@@ -58,19 +69,20 @@ class SampleBatch:
 
 @struct.dataclass
 class DecodeState:
-  """What prefill hands to decode (donated there)."""
+  """What prefill hands to decode (donated there). B: prompts for the
+  prompt arrays, rows (prompts x samples) for the generated caches."""
   first_logits_BV: jax.Array
   prompt_lengths_B: jax.Array
-  prompt_valid_BP: jax.Array
-  prompt_ks: kv_cache.Layers  # per layer [B, K, H, P]
-  prompt_vs: kv_cache.Layers  # per layer [B, K, P, H]
-  gen_ks: kv_cache.Layers  # per layer [B*G, K, H, gen_len]
-  gen_vs: kv_cache.Layers  # per layer [B*G, K, gen_len, H]
+  prompt_valid_BS: jax.Array
+  prompt_ks: kv_cache.Layers  # per layer [B, K, H, S]
+  prompt_vs: kv_cache.Layers  # per layer [B, K, S, H]
+  gen_ks: kv_cache.Layers  # per layer [B, K, H, new-token slots]
+  gen_vs: kv_cache.Layers  # per layer [B, K, new-token slots, H]
 
 
 def left_pad(prompts: Sequence[Sequence[int]], length: int,
              pad_id: int) -> tuple[np.ndarray, np.ndarray]:
-  """tokens_BP int32 and valid_BP bool, each prompt right-aligned."""
+  """tokens_BS int32 and valid_BS bool, each prompt right-aligned."""
   tokens = np.full((len(prompts), length), pad_id, np.int32)
   valid = np.zeros((len(prompts), length), bool)
   for i, p in enumerate(prompts):
@@ -80,88 +92,109 @@ def left_pad(prompts: Sequence[Sequence[int]], length: int,
   return tokens, valid
 
 
-@functools.partial(jax.jit, static_argnums=(0, 4, 5))
-def prefill(graphdef: nnx.GraphDef, params: nnx.State, tokens_BP: jax.Array,
-            valid_BP: jax.Array, num_samples: int,
-            gen_len: int) -> DecodeState:
-  """Runs the prompts once; returns their cache and last-token logits."""
+@functools.partial(jax.jit, static_argnums=(0, 4, 5, 6))
+def prefill(graphdef: nnx.GraphDef, params: nnx.State, tokens_BS: jax.Array,
+            valid_BS: jax.Array, num_samples: int, gen_len: int,
+            mesh_rules: MeshRules | None = None) -> DecodeState:
+  """Runs the prompts once; returns their cache and last-token logits.
+
+  mesh_rules: on a mesh, prompts and samples are split over it (caches
+  included).
+  """
   model = nnx.merge(graphdef, params)
   cfg: ModelConfig = model.cfg
-  core = kv_cache.Causal(valid_BP, record=True)
-  positions_BP = jnp.maximum(jnp.cumsum(valid_BP, axis=1) - 1, 0)
-  x_BPD, core = model.hidden(tokens_BP, positions_BP, core)
-  b = tokens_BP.shape[0]
-  k_shape = (b * num_samples, cfg.num_kv_heads, cfg.head_dim, gen_len)
-  v_shape = (b * num_samples, cfg.num_kv_heads, gen_len, cfg.head_dim)
+  split = lambda x: constrain_rows(x, mesh_rules)
+  tokens_BS, valid_BS = split(tokens_BS), split(valid_BS)
+  core = kv_cache.Causal(valid_BS, record=True, impl=cfg.attention,
+                         block=cfg.attention_block)
+  positions_BS = jnp.maximum(jnp.cumsum(valid_BS, axis=1) - 1, 0)
+  x_BSD, core = model.hidden(tokens_BS, positions_BS, core, mesh_rules)
+  count = tokens_BS.shape[0] * num_samples
+  k_shape = (count, cfg.num_kv_heads, cfg.head_dim, gen_len)
+  v_shape = (count, cfg.num_kv_heads, gen_len, cfg.head_dim)
+  zeros = lambda shape: split(jnp.zeros(shape, cfg.dtype))
   return DecodeState(
-      first_logits_BV=model.logits(x_BPD[:, -1:])[:, 0],
-      prompt_lengths_B=jnp.sum(valid_BP, axis=1, dtype=jnp.int32),
-      prompt_valid_BP=valid_BP,
-      prompt_ks=core.ks, prompt_vs=core.vs,
-      gen_ks=tuple(jnp.zeros(k_shape, cfg.dtype) for _ in model.layers),
-      gen_vs=tuple(jnp.zeros(v_shape, cfg.dtype) for _ in model.layers))
+      first_logits_BV=model.logits(x_BSD[:, -1:])[:, 0],
+      prompt_lengths_B=jnp.sum(valid_BS, axis=1, dtype=jnp.int32),
+      prompt_valid_BS=valid_BS,
+      prompt_ks=tuple(split(k) for k in core.ks),
+      prompt_vs=tuple(split(v) for v in core.vs),
+      gen_ks=tuple(zeros(k_shape) for _ in range(cfg.num_layers)),
+      gen_vs=tuple(zeros(v_shape) for _ in range(cfg.num_layers)))
 
 
 @functools.partial(jax.jit, static_argnums=(0, 3), donate_argnums=(2,))
 def decode(graphdef: nnx.GraphDef, params: nnx.State, state: DecodeState,
            mode: sampling.Mode, max_new_tokens: jax.Array, stop_ids: jax.Array,
            pad_id: jax.Array, temperature: jax.Array, top_p: jax.Array,
-           rng: jax.Array, live_X: jax.Array
+           rng: jax.Array, live_B: jax.Array
            ) -> tuple[jax.Array, jax.Array, jax.Array, DecodeState]:
   """Samples up to max_new_tokens per row: tokens, logprobs, lengths.
 
-  Rows with live_X False (padding prompts) start done, so they never keep
+  Rows with live_B False (padding prompts) start done, so they never keep
   the loop running.
   """
-  model = nnx.merge(graphdef, params)
   # Packed params (Sampler decided the CPU kernels apply): attention too.
   cpu_kernels = cpu_decode.is_packed(params)
-  b = state.first_logits_BV.shape[0]
-  x, _, gen_len, _ = state.gen_vs[0].shape
-  g = x // b
+  # One array per layer, split here once (outside the loop) unless packing
+  # did it already.
+  model = nnx.merge(graphdef, transformer.split_layers(params))
+  prompts = state.first_logits_BV.shape[0]
+  rows, _, gen_len, _ = state.gen_vs[0].shape
+  g = rows // prompts
 
-  def pick(logits_XV, step):
-    return sampling.sample(logits_XV, jax.random.fold_in(rng, step), mode,
+  def pick(logits_BV, step):
+    return sampling.sample(logits_BV, jax.random.fold_in(rng, step), mode,
                            temperature, top_p)
 
-  tok_X, logp_X = pick(jnp.repeat(state.first_logits_BV, g, axis=0), 0)
-  positions_X = jnp.repeat(state.prompt_lengths_B, g)
-  tokens_XS = jnp.full((x, gen_len), pad_id, jnp.int32).at[:, 0].set(tok_X)
-  logps_XS = jnp.zeros((x, gen_len), jnp.float32).at[:, 0].set(logp_X)
-  done_X = jnp.isin(tok_X, stop_ids) | ~live_X
-  carry = (jnp.int32(0), tok_X, tokens_XS, logps_XS, done_X,
-           jnp.ones((x,), jnp.int32), state.gen_ks, state.gen_vs)
+  tok_B, logp_B = pick(jnp.repeat(state.first_logits_BV, g, axis=0), 0)
+  positions_B = jnp.repeat(state.prompt_lengths_B, g)
+  tokens_BS = jnp.full((rows, gen_len), pad_id, jnp.int32).at[:, 0].set(tok_B)
+  logps_BS = jnp.zeros((rows, gen_len), jnp.float32).at[:, 0].set(logp_B)
+  done_B = jnp.isin(tok_B, stop_ids) | ~live_B
+  carry = (jnp.int32(0), tok_B, tokens_BS, logps_BS, done_B,
+           jnp.ones((rows,), jnp.int32), state.gen_ks, state.gen_vs)
 
   def body(carry):
     # Feeds the token at `step`, samples the one at step + 1.
-    step, tok_X, tokens_XS, logps_XS, done_X, lengths_X, gen_ks, gen_vs = carry
+    step, tok_B, tokens_BS, logps_BS, done_B, lengths_B, gen_ks, gen_vs = carry
     core = kv_cache.SharedPrefix(state.prompt_ks, state.prompt_vs,
-                                 state.prompt_valid_BP, gen_ks, gen_vs, step,
+                                 state.prompt_valid_BS, gen_ks, gen_vs, step,
                                  cpu_kernels)
-    logits_X1V, core = model(tok_X[:, None], (positions_X + step)[:, None],
+    logits_B1V, core = model(tok_B[:, None], (positions_B + step)[:, None],
                              core)
-    new_X, logp_X = pick(logits_X1V[:, 0], step + 1)
-    new_X = jnp.where(done_X, pad_id, new_X)
-    logp_X = jnp.where(done_X, 0.0, logp_X)
+    new_B, logp_B = pick(logits_B1V[:, 0], step + 1)
+    new_B = jnp.where(done_B, pad_id, new_B)
+    logp_B = jnp.where(done_B, 0.0, logp_B)
     at = (0, step + 1)
-    tokens_XS = jax.lax.dynamic_update_slice(tokens_XS, new_X[:, None], at)
-    logps_XS = jax.lax.dynamic_update_slice(logps_XS, logp_X[:, None], at)
-    lengths_X = lengths_X + (~done_X).astype(jnp.int32)
-    done_X = done_X | jnp.isin(new_X, stop_ids)
-    return (step + 1, new_X, tokens_XS, logps_XS, done_X, lengths_X,
+    tokens_BS = jax.lax.dynamic_update_slice(tokens_BS, new_B[:, None], at)
+    logps_BS = jax.lax.dynamic_update_slice(logps_BS, logp_B[:, None], at)
+    lengths_B = lengths_B + (~done_B).astype(jnp.int32)
+    done_B = done_B | jnp.isin(new_B, stop_ids)
+    return (step + 1, new_B, tokens_BS, logps_BS, done_B, lengths_B,
             core.gen_ks, core.gen_vs)
 
   def cond(carry):
-    step, done_X = carry[0], carry[4]
-    return (step + 1 < max_new_tokens) & ~jnp.all(done_X)
+    step, done_B = carry[0], carry[4]
+    return (step + 1 < max_new_tokens) & ~jnp.all(done_B)
 
   carry = jax.lax.while_loop(cond, body, carry)
-  _, _, tokens_XS, logps_XS, _, lengths_X, gen_ks, gen_vs = carry
-  return tokens_XS, logps_XS, lengths_X, state.replace(gen_ks=gen_ks,
+  _, _, tokens_BS, logps_BS, _, lengths_B, gen_ks, gen_vs = carry
+  return tokens_BS, logps_BS, lengths_B, state.replace(gen_ks=gen_ks,
                                                        gen_vs=gen_vs)
 
 
 _pack = jax.jit(transformer.pack_for_decode, static_argnums=0)
+
+
+def params_mesh(state: nnx.State) -> Mesh | None:
+  """The mesh params are laid out on, if it has several devices."""
+  for leaf in jax.tree.leaves(state):
+    sharding = getattr(leaf, 'sharding', None)
+    if isinstance(sharding, NamedSharding) and sharding.mesh.size > 1:
+      return sharding.mesh
+    return None
+  return None
 
 
 class Sampler:
@@ -184,6 +217,25 @@ class Sampler:
   @state.setter
   def state(self, state: nnx.State) -> None:
     self._state, self._packed = state, None
+    self.mesh = params_mesh(state)
+    self.mesh_rules = (None if self.mesh is None else
+                       sharding_lib.MeshRules(self.mesh))
+
+  def cache_bytes(self, prompts: int, samples: int, prompt_tokens: int,
+                  new_tokens: int) -> kv_cache.CacheBytes:
+    """The caches of generate(prompts of up to prompt_tokens, samples,
+    new_tokens), with generate's own padding, split as it splits them."""
+    padded = bucket(prompts)
+    devices = 1
+    if self.mesh is not None:
+      spec = sharding_lib.logical_to_spec(('batch',), (padded,), self.mesh)
+      axes = spec[0] or ()
+      for axis in (axes,) if isinstance(axes, str) else axes:
+        devices *= self.mesh.shape[axis]
+    return kv_cache.cache_bytes(
+        self.config, padded, samples,
+        prompt_bucket(prompt_tokens, self.min_prompt_bucket),
+        bucket(new_tokens), devices)
 
   def _decode_params(self, rows: int) -> nnx.State:
     """The params decode reads: packed for the CPU kernels where they are
@@ -219,10 +271,10 @@ class Sampler:
     # prompt, dropped below) so a varying count does not recompile.
     count = len(prompts)
     padded = list(prompts) + [prompts[0]] * (bucket(count) - count)
-    tokens_BP, valid_BP = left_pad(padded, length, self.pad_id)
+    tokens_BS, valid_BS = left_pad(padded, length, self.pad_id)
     gen_len = bucket(max_new_tokens)
-    state = prefill(self.graphdef, self.state, tokens_BP, valid_BP,
-                    num_samples, gen_len)
+    state = prefill(self.graphdef, self.state, tokens_BS, valid_BS,
+                    num_samples, gen_len, self.mesh_rules)
     tokens, logps, lengths, _ = decode(
         self.graphdef, self._decode_params(len(padded) * num_samples), state,
         mode, np.int32(max_new_tokens),

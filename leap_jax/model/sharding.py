@@ -3,8 +3,15 @@
 Parameters name their axes ('embed', 'mlp', 'heads', ...); a rules tuple of
 (logical_name, mesh_axis or tuple of mesh axes) pairs says where each goes.
 Names without a rule, and mesh axes that do not divide a dimension, stay
-replicated, so one rule set serves every model size and mesh.
+replicated, so one rule set serves every model size and mesh. 'layers' (the
+stacked layers' leading dim) has no rule: every device holds its slice of
+every layer. Inside jitted code, `constrain_rows` pins activations' leading
+dim to the batch rule (so the compiler shards the batch and gathers
+weights, FSDP, rather than the reverse) and `constrain_state` pins
+gradients to the params' layout.
 """
+
+import dataclasses
 
 from typing import Any, Sequence
 
@@ -23,6 +30,7 @@ DEFAULT_RULES: Rules = (
     ('heads', 'tensor'),
     ('kv_heads', 'tensor'),
     ('vocab', 'tensor'),
+    ('layers', ()),  # stacked layers: replicated, each device its slices
 )
 
 
@@ -62,6 +70,51 @@ def logical_to_spec(axes: Sequence[str | None], shape: Sequence[int],
     spec.append(None if not chosen else
                 chosen[0] if len(chosen) == 1 else tuple(chosen))
   return PartitionSpec(*spec)
+
+
+@dataclasses.dataclass(frozen=True)
+class MeshRules:
+  """A mesh and the rules: what jitted model code needs to pin layouts
+  inside a program. Hashable, so jitted functions take it static."""
+  mesh: Mesh
+  rules: Rules = DEFAULT_RULES
+
+
+def constrain_rows(x: jax.Array, mesh_rules: MeshRules | None) -> jax.Array:
+  """x with its leading dim (rows) split as the rules split 'batch'; as is
+  without a mesh."""
+  if mesh_rules is None or mesh_rules.mesh.size == 1:
+    return x
+  names = ('batch',) + (None,) * (x.ndim - 1)
+  spec = logical_to_spec(names, x.shape, mesh_rules.mesh, mesh_rules.rules)
+  return jax.lax.with_sharding_constraint(
+      x, NamedSharding(mesh_rules.mesh, spec))
+
+
+def constrain_axes(x: jax.Array, axes: Sequence[str | None],
+                   mesh_rules: MeshRules | None) -> jax.Array:
+  """x laid out as the rules lay out a tensor with these logical axes; as
+  is without a mesh. On a parameter read inside a loop this also pins its
+  gradient there (the transpose keeps the layout), so a weight used chunk
+  by chunk accumulates a sharded gradient, not a whole one per device."""
+  if mesh_rules is None or mesh_rules.mesh.size == 1:
+    return x
+  spec = logical_to_spec(axes, x.shape, mesh_rules.mesh, mesh_rules.rules)
+  return jax.lax.with_sharding_constraint(
+      x, NamedSharding(mesh_rules.mesh, spec))
+
+
+def constrain_state(state: nnx.State, mesh_rules: MeshRules | None
+                    ) -> nnx.State:
+  """A state (params, or their gradients: same Variables, same axes) laid
+  out as the rules lay out the params; as is without a mesh."""
+  if mesh_rules is None or mesh_rules.mesh.size == 1:
+    return state
+  shardings = state_shardings(state, mesh_rules.mesh, mesh_rules.rules)
+  return jax.tree.map(
+      lambda s, var: jax.tree.map(
+          lambda x: jax.lax.with_sharding_constraint(x, s), var),
+      shardings, state, is_leaf=lambda x: isinstance(x, nnx.Variable))
 
 
 def state_shardings(abstract_state: nnx.State, mesh: Mesh,

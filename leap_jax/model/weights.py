@@ -4,8 +4,11 @@ A checkpoint (hf_weights, gguf_weights) is a mapping from Hugging Face
 tensor names to lazy tensors: objects with `shape` that return a numpy
 block for a tuple of slices, reading only that block. `LayoutView` turns
 HF's [out, in] layout into ours (split dims, then transpose) without
-reading anything, and `place` builds each jax.Array with
-make_array_from_callback so every device reads only its own shard.
+reading anything, `Stacked` puts the per-layer tensors under the model's
+leading [layers] dim, and `place` builds each jax.Array with
+make_array_from_callback over the given mesh's shardings, so every process
+reads only the shards of its own devices (on any process count) and
+nothing passes through one host whole.
 """
 
 import math
@@ -90,9 +93,26 @@ class LayoutView:
     return box[tuple(after)].transpose(self.perm)
 
 
-def hf_layout(path: tuple[Any, ...], cfg: ModelConfig
+class Stacked:
+  """Lazy [layers, ...] view of one lazy tensor per layer."""
+
+  def __init__(self, per_layer: Sequence[LazyTensor]):
+    shapes = {tuple(t.shape) for t in per_layer}
+    if len(shapes) != 1:
+      raise ValueError(f'layers differ in shape: {sorted(shapes)}')
+    self.per_layer = list(per_layer)
+    self.shape = (len(per_layer),) + shapes.pop()
+
+  def __getitem__(self, index: Any) -> np.ndarray:
+    index = full_index(index, self.shape)
+    rest = tuple(_as_slice(r) for r in index[1:])
+    return np.stack([np.asarray(self.per_layer[i][rest]) for i in index[0]])
+
+
+def hf_layout(path: tuple[Any, ...], cfg: ModelConfig, layer: int = 0
               ) -> tuple[str, tuple[int, ...] | None, tuple[int, ...] | None]:
-  """HF tensor name of a model parameter, and the split/perm to our layout.
+  """HF tensor name of a model parameter (of `layer` for layer params), and
+  the split/perm from HF's layout to ours.
 
   HF Linear weights are [out, in]; ours are input-first with heads split
   out. (None, None) means the layout already matches.
@@ -106,7 +126,7 @@ def hf_layout(path: tuple[Any, ...], cfg: ModelConfig
     return 'lm_head.weight', (cfg.vocab_size, d), (1, 0)
   if path[0] == 'final_norm':
     return 'model.norm.weight', None, None
-  prefix = f'model.layers.{path[1]}.'
+  prefix = f'model.layers.{layer}.'
   norms = {'attn_norm': 'input_layernorm.weight',
            'mlp_norm': 'post_attention_layernorm.weight',
            'q_norm': 'self_attn.q_norm.weight',
@@ -129,29 +149,50 @@ def hf_layout(path: tuple[Any, ...], cfg: ModelConfig
   return f'{prefix}mlp.{proj}_proj.weight', out_in[proj], (1, 0)
 
 
+def _tensor_view(path, cfg: ModelConfig, tensors: Mapping[str, LazyTensor],
+                 layer: int = 0) -> LazyTensor:
+  """One parameter's (one layer's) tensor in our layout, lazily."""
+  name, split_shape, perm = hf_layout(path, cfg, layer)
+  if name not in tensors:
+    where = '/'.join(map(str, path))
+    raise KeyError(f'checkpoint lacks {name} (for {where})')
+  tensor = tensors[name]
+  return tensor if split_shape is None else LayoutView(tensor, split_shape,
+                                                       perm)
+
+
+def model_view(path, cfg: ModelConfig, tensors: Mapping[str, LazyTensor]
+               ) -> LazyTensor:
+  """A model parameter as a lazy tensor of the model's own shape."""
+  if path[0] == 'layers':
+    return Stacked([_tensor_view(path, cfg, tensors, i)
+                    for i in range(cfg.num_layers)])
+  return _tensor_view(path, cfg, tensors)
+
+
 def _reader(tensor: LazyTensor, dtype: Any) -> Callable[[Any], np.ndarray]:
   def read(index):
     return np.ascontiguousarray(tensor[index], dtype=dtype)
   return read
 
 
+def default_mesh() -> Mesh:
+  """This process's first device: single-process use and tests."""
+  return Mesh(np.array(jax.local_devices()[:1]), ('data',))
+
+
 def place(abstract_state: nnx.State, tensors: Mapping[str, LazyTensor],
           cfg: ModelConfig, mesh: Mesh | None = None,
           rules: sharding_lib.Rules = sharding_lib.DEFAULT_RULES) -> nnx.State:
-  """Fills the abstract state from checkpoint tensors, shard by shard."""
-  if mesh is None:
-    mesh = Mesh(np.array(jax.devices()[:1]), ('data',))
+  """Fills the abstract state from checkpoint tensors, shard by shard, over
+  `mesh` (default: this process's first device)."""
+  mesh = default_mesh() if mesh is None else mesh
   flat = []
   for path, var in nnx.to_flat_state(abstract_state):
-    name, split_shape, perm = hf_layout(path, cfg)
-    if name not in tensors:
-      where = '/'.join(map(str, path))
-      raise KeyError(f'checkpoint lacks {name} (for {where})')
-    tensor = tensors[name]
-    if split_shape is not None:
-      tensor = LayoutView(tensor, split_shape, perm)
+    tensor = model_view(path, cfg, tensors)
     if tuple(tensor.shape) != tuple(var.shape):
-      raise ValueError(f'{name}: checkpoint shape {tensor.shape} != '
+      where = '/'.join(map(str, path))
+      raise ValueError(f'{where}: checkpoint shape {tensor.shape} != '
                        f'model shape {var.shape}')
     axes = var.get_metadata().get('axes', (None,) * len(var.shape))
     spec = sharding_lib.logical_to_spec(axes, var.shape, mesh, rules)
@@ -163,11 +204,15 @@ def place(abstract_state: nnx.State, tensors: Mapping[str, LazyTensor],
 
 def load(path: str | os.PathLike, mesh: Mesh | None = None,
          rules: sharding_lib.Rules = sharding_lib.DEFAULT_RULES,
-         dtype: str | None = None, remat: bool = False
+         dtype: str | None = None, **settings: Any
          ) -> tuple[nnx.GraphDef, nnx.State, ModelConfig]:
-  """Model from an HF directory or a .gguf file: (graphdef, state, config)."""
+  """Model from an HF directory or a .gguf file: (graphdef, state, config).
+
+  settings: ModelConfig's compute fields (remat, attention, ...).
+  """
   path = os.fspath(path)
   module = gguf_weights if path.endswith('.gguf') else hf_weights
-  cfg, tensors = module.open_checkpoint(path, dtype=dtype, remat=remat)
+  cfg, tensors = module.open_checkpoint(path, dtype=dtype)
+  cfg = cfg.replace(**settings)
   graphdef, abstract_state = transformer.abstract_model(cfg)
   return graphdef, place(abstract_state, tensors, cfg, mesh, rules), cfg

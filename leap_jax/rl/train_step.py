@@ -1,14 +1,21 @@
 """One jitted GRPO update (design.md section 3).
 
-params and optimizer state are donated; the batch is [M, R, L] (batching.py)
+params and optimizer state are donated; the batch is [M, B, L] (batching.py)
 and a lax.scan over the M micro-batches adds up gradients (the loss is a
 weighted sum with batch-global weights, so the sum is the large-batch
-gradient). Shapes are fixed per length bucket, so the step compiles once per
-bucket; `Update` adds several buckets' gradients before one optimizer step.
+gradient), in f32 whatever the params' dtype. Shapes are fixed per length
+bucket, so the step compiles once per bucket; `Update` adds several
+buckets' gradients before one optimizer step.
 logp_old: with one update per rollout it equals the current logp, taken under
 stop_gradient inside the step; a batch may instead carry `old_logp` from
 `Update.logprobs` before the first step (several updates per rollout). The trainer's
 logp is compared against the sampler's (`logprob_mismatch`).
+
+Memory at real sizes: the model's layers run as one scan under the remat
+policy (`train_graphdef`), attention never holds [L, L] scores and token
+logprobs never hold [B, L, vocab] logits (transformer.token_logprobs).
+bf16 params train against an f32 master copy and f32 Adam moments
+(master_weights; RLConfig.optimizer_dtype).
 """
 
 import functools
@@ -24,39 +31,41 @@ from jax.sharding import NamedSharding
 from leap_jax import distributed
 from leap_jax.model import sharding, transformer
 from leap_jax.model.config import ModelConfig
-from leap_jax.rl import grpo
+from leap_jax.rl import grpo, master_weights
 from leap_jax.rl.config import RLConfig
 
 Batch = dict[str, Any]
+GRAD_DTYPE = jnp.float32  # gradients are summed over micro-batches in f32
 
 
 def make_optimizer(cfg: RLConfig, learning_rate: float | optax.Schedule | None = None
                    ) -> optax.GradientTransformation:
-  """Global-norm clipping, then AdamW (at cfg.learning_rate unless given)."""
-  return optax.chain(
+  """Global-norm clipping, then AdamW (at cfg.learning_rate unless given),
+  its state in cfg.optimizer_dtype over lower-precision params."""
+  optimizer = optax.chain(
       optax.clip_by_global_norm(cfg.max_grad_norm),
       optax.adamw(cfg.learning_rate if learning_rate is None else learning_rate,
                   b1=cfg.b1, b2=cfg.b2, eps=cfg.adam_eps,
                   weight_decay=cfg.weight_decay))
+  if not cfg.optimizer_dtype:
+    return optimizer
+  return master_weights.with_master_weights(optimizer, cfg.optimizer_dtype)
 
 
-def train_graphdef(model_cfg: ModelConfig, remat: bool) -> nnx.GraphDef:
-  """The model's graphdef with the remat switch set (state is unchanged)."""
+def train_graphdef(model_cfg: ModelConfig, remat: bool | str) -> nnx.GraphDef:
+  """The model's graphdef with the remat policy set (state is unchanged)."""
   return transformer.abstract_model(model_cfg.replace(remat=remat))[0]
 
 
-def _logp(graphdef, params, inputs_BL, targets_BL, temperature):
-  logits_BLV, _ = transformer.forward(graphdef, params, inputs_BL)
-  return grpo.token_logprobs(logits_BLV, targets_BL, temperature)
-
-
-def make_logprob_fn(graphdef: nnx.GraphDef, cfg: RLConfig) -> Callable:
-  """Jitted (params, batch) -> logp [M, R, L], one micro-batch at a time."""
+def make_logprob_fn(graphdef: nnx.GraphDef, cfg: RLConfig,
+                    mesh_rules: sharding.MeshRules | None = None) -> Callable:
+  """Jitted (params, batch) -> logp [M, B, L], one micro-batch at a time."""
 
   def logprobs(params, batch):
     def one(_, mb):
-      return None, _logp(graphdef, params, mb['inputs'], mb['targets'],
-                         cfg.temperature)
+      return None, transformer.token_logprobs(
+          graphdef, params, mb['inputs'], mb['targets'], cfg.temperature,
+          mesh_rules)
     mbs = {'inputs': batch['inputs'], 'targets': batch['targets']}
     return jax.lax.scan(one, None, mbs)[1]
 
@@ -64,8 +73,10 @@ def make_logprob_fn(graphdef: nnx.GraphDef, cfg: RLConfig) -> Callable:
 
 
 def loss_and_grads(graphdef: nnx.GraphDef, params, batch: Batch,
-                   cfg: RLConfig) -> tuple[Any, dict[str, jax.Array], jax.Array]:
-  """Summed gradients, aux sums and logp [M, R, L] over the micro-batches.
+                   cfg: RLConfig, mesh_rules: sharding.MeshRules | None = None
+                   ) -> tuple[Any, dict[str, jax.Array], jax.Array]:
+  """Summed f32 gradients, aux sums and logp [M, B, L] over the
+  micro-batches.
 
   Without `old_logp` in the batch the ratio's denominator is the current
   logp under stop_gradient: with one update per rollout the pre-update
@@ -76,7 +87,9 @@ def loss_and_grads(graphdef: nnx.GraphDef, params, batch: Batch,
   on_policy = 'old_logp' not in batch
 
   def loss_fn(p, mb):
-    logp_BL = _logp(graphdef, p, mb['inputs'], mb['targets'], cfg.temperature)
+    logp_BL = transformer.token_logprobs(graphdef, p, mb['inputs'],
+                                         mb['targets'], cfg.temperature,
+                                         mesh_rules)
     old_BL = (jax.lax.stop_gradient(logp_BL) if on_policy
               else mb['old_logp'])
     loss, aux = grpo.grpo_loss(
@@ -93,15 +106,19 @@ def loss_and_grads(graphdef: nnx.GraphDef, params, batch: Batch,
   def one(carry, mb):
     grads_acc, aux_acc = carry
     (_, (aux, logp_BL)), grads = grad_fn(params, mb)
-    return (jax.tree.map(jnp.add, grads_acc, grads),
+    return (jax.tree.map(lambda a, g: a + g.astype(a.dtype), grads_acc, grads),
             jax.tree.map(jnp.add, aux_acc, aux)), logp_BL
 
-  zeros = jax.tree.map(jnp.zeros_like, params)
+  # Left to the compiler, zeros come out replicated (nothing to follow):
+  # the accumulated gradients are pinned to the params' layout.
+  zeros = sharding.constrain_state(
+      jax.tree.map(lambda p: jnp.zeros(p.shape, GRAD_DTYPE), params),
+      mesh_rules)
   first = jax.tree.map(lambda x: x[0], mbs)
   aux0 = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype),
                       jax.eval_shape(lambda: grad_fn(params, first)[0][1][0]))
-  (grads, aux), logp_MRL = jax.lax.scan(one, (zeros, aux0), mbs)
-  return grads, aux, logp_MRL
+  (grads, aux), logp_MBL = jax.lax.scan(one, (zeros, aux0), mbs)
+  return sharding.constrain_state(grads, mesh_rules), aux, logp_MBL
 
 
 def _apply(optimizer, params, opt_state, grads, aux):
@@ -143,7 +160,7 @@ class Update:
   logps): gradients of every micro-batch of every bucket's batch (one
   compile per length bucket) are added, then one donated optimizer step. Batches from
   batching.pack_buckets carry batch-global weights, so the sum is the
-  gradient of the whole rollout. logps: per bucket, the trainer's [M, R, L]
+  gradient of the whole rollout. logps: per bucket, the trainer's [M, B, L]
   token logprobs before the step (for the sampler/trainer mismatch).
   """
 
@@ -155,14 +172,18 @@ class Update:
     """ref_params: the reference policy for the KL term (cfg.kl_beta > 0)."""
     if (cfg.kl_beta > 0) != (ref_params is not None):
       raise ValueError('kl_beta > 0 needs ref_params, and only then')
-    self.grads = jax.jit(functools.partial(loss_and_grads, graphdef, cfg=cfg))
+    # On a mesh, activations keep their rows split as the batch's are and
+    # gradients the params' layout.
+    mesh_rules = None if mesh is None else sharding.MeshRules(mesh, rules)
+    self.grads = jax.jit(functools.partial(loss_and_grads, graphdef, cfg=cfg,
+                                           mesh_rules=mesh_rules))
     self.apply = jax.jit(functools.partial(_apply, optimizer),
                          donate_argnums=(0, 1))
-    self._logp = make_logprob_fn(graphdef, cfg)
+    self._logp = make_logprob_fn(graphdef, cfg, mesh_rules)
     self.mesh, self.rules, self.ref_params = mesh, rules, ref_params
 
   def _place(self, micro_batch: Batch) -> Batch:
-    """A host micro-batch [1, R, L] as arrays with rows over (data, fsdp)."""
+    """A host micro-batch [1, B, L] as arrays with rows over (data, fsdp)."""
     if self.mesh is None:
       return {k: jnp.asarray(v) for k, v in micro_batch.items()}
     out = {}
@@ -173,15 +194,15 @@ class Update:
     return out
 
   def _micro_batches(self, batch: Batch):
-    """The batch's micro-batches [1, R, L], placed. One per call: the
-    compiled shape is [1, R, L] whatever the count, so a new count never
+    """The batch's micro-batches [1, B, L], placed. One per call: the
+    compiled shape is [1, B, L] whatever the count, so a new count never
     recompiles."""
     batch = jax.tree.map(np.asarray, batch)
     for m in range(batch['inputs'].shape[0]):
       yield self._place(jax.tree.map(lambda x: x[m:m + 1], batch))
 
   def logprobs(self, params, batches: list[Batch]) -> list[np.ndarray]:
-    """Per batch, the [M, R, L] token logprobs under `params` (numpy)."""
+    """Per batch, the [M, B, L] token logprobs under `params` (numpy)."""
     parts = [[self._logp(params, micro) for micro in self._micro_batches(b)]
              for b in batches]
     return _to_host(parts)

@@ -49,7 +49,7 @@ def embedded_model_config(model: ml_collections.ConfigDict) -> model_config.Mode
   """The embedded default's Llama from the config's `model` block."""
   return model_config.ModelConfig(
       **{f: model[f] for f in MODEL_FIELDS}, tie_embeddings=True,
-      family="llama")
+      family="llama", attention=model.attention)
 
 
 def settings(config: ml_collections.ConfigDict,
@@ -57,6 +57,9 @@ def settings(config: ml_collections.ConfigDict,
   """Everything that determines the warm start's result."""
   return {"seed": config.seed,
           "model": {f: config.model[f] for f in MODEL_FIELDS},
+          # Params saved in another layout (per-layer, before the layers
+          # were stacked) cannot be restored: refused by name.
+          "param_layout": transformer.PARAM_LAYOUT,
           "sft": {f: config.sft[f] for f in SFT_FIELDS + DATA_FIELDS},
           "task_ids": list(task_ids)}
 

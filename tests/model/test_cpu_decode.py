@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from leap_jax.model import cpu_decode
-from leap_jax.model.layers import NEG_INF
+from leap_jax.model.attention import NEG_INF
 from tests.model.conftest import needs_cpu_kernels
 
 

@@ -27,23 +27,6 @@ def test_rms_norm():
   np.testing.assert_allclose(norm(x), expected, rtol=1e-5)
 
 
-def test_dot_attention_is_grouped_masked_softmax():
-  b, t, k, r, h = 2, 5, 2, 3, 4
-  q = RNG.randn(b, t, k, r, h).astype(np.float32)
-  keys = RNG.randn(b, t, k, h).astype(np.float32)
-  values = RNG.randn(b, t, k, h).astype(np.float32)
-  mask = np.tril(np.ones((t, t), bool))[None].repeat(b, 0)
-  mask[1, :, :2] = False  # row 1: two padding keys
-  out = np.asarray(layers.dot_attention(q, keys, values, jnp.asarray(mask)))
-  for bi, ti, ki, ri in np.ndindex(b, t, k, r):
-    s = keys[bi, :, ki] @ q[bi, ti, ki, ri]
-    s = np.where(mask[bi, ti], s, -np.inf)
-    p = np.exp(s - s.max()) if np.isfinite(s.max()) else np.ones_like(s)
-    p /= p.sum()
-    np.testing.assert_allclose(out[bi, ti, ki, ri], p @ values[bi, :, ki],
-                               rtol=1e-4, atol=1e-5)
-
-
 def test_params_carry_logical_axes():
   from leap_jax.model.config import ModelConfig
   cfg = ModelConfig(vocab_size=16, embed_dim=8, num_layers=1, num_heads=2,

@@ -42,12 +42,12 @@ def test_dynamic_grows_base_past_the_trained_length():
 
 def test_apply_matches_hf_rotate_half():
   rng = np.random.RandomState(0)
-  q_BTNH = rng.randn(2, 5, 3, 16).astype(np.float32)
+  q_BLNH = rng.randn(2, 5, 3, 16).astype(np.float32)
   positions = np.tile(np.arange(5), (2, 1))
   sin, cos = rope.sin_cos(config.RopeConfig(), 16, 128, positions)
-  ours = np.asarray(rope.apply(q_BTNH, sin, cos))
+  ours = np.asarray(rope.apply(q_BLNH, sin, cos))
   cos_hf = torch.tensor(np.concatenate([cos, cos], -1))
   sin_hf = torch.tensor(np.concatenate([sin, sin], -1))
-  q_hf = torch.tensor(q_BTNH).transpose(1, 2)
+  q_hf = torch.tensor(q_BLNH).transpose(1, 2)
   ref, _ = modeling_llama.apply_rotary_pos_emb(q_hf, q_hf, cos_hf, sin_hf)
   np.testing.assert_allclose(ours, ref.transpose(1, 2).numpy(), atol=1e-6)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from leap_jax.model import sampler as sampler_lib
-from leap_jax.model import weights
+from leap_jax.model import kv_cache, weights
 from tests.model.conftest import needs_cpu_kernels, torch_model
 
 PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [12, 13, 14], [3] * 17]
@@ -155,3 +155,14 @@ def test_rejects_empty_prompts(tiny_dirs):
   graphdef, state, cfg = weights.load(tiny_dirs['llama'])
   with pytest.raises(ValueError):
     sampler_lib.Sampler(graphdef, state, cfg).generate([[1], []])
+
+
+def test_cache_bytes_use_generates_padding(tiny_dirs):
+  graphdef, state, cfg = weights.load(tiny_dirs['qwen2'])
+  smp = sampler_lib.Sampler(graphdef, state, cfg)
+  assert smp.mesh is None  # one device: rows are not split
+  got = smp.cache_bytes(prompts=3, samples=2, prompt_tokens=300,
+                        new_tokens=100)
+  want = kv_cache.cache_bytes(cfg, 4, 2, sampler_lib.prompt_bucket(300, 16),
+                              128)
+  assert got == want and got.per_device == got.total

@@ -72,13 +72,21 @@ tokens = jnp.asarray(np.random.RandomState(0).randint(0, 128, (4, 16)),
 forward = jax.jit(transformer.forward, static_argnums=0)
 logits8 = np.asarray(forward(graphdef, state8, tokens)[0])
 logits1 = np.asarray(forward(graphdef, state1, tokens)[0])
-q = state8['layers'][0]['attn']['q_kernel'][...]
+q = state8['layers']['attn']['q_kernel'][...]
 prompts = [[5, 6, 7], [1, 2, 3, 4, 5, 6, 7, 8, 9]]
 greedy = lambda state: sampler.Sampler(graphdef, state, cfg).generate(
     prompts, num_samples=2, max_new_tokens=8, temperature=0.0,
     stop_token_ids=[]).tokens.tolist()
 full = {k: int(np.prod(t.shape)) for k, t in tensors.items()}
+rules = sharding.MeshRules(mesh)
+rows = jax.jit(lambda x: sharding.constrain_rows(x * 2, rules))(
+    jnp.ones((8, 3)))
+grads = jax.jit(lambda s: sharding.constrain_state(
+    jax.tree.map(lambda x: x * 0, s), rules))(state1)
+g_q = grads['layers']['attn']['q_kernel'][...]
 print(json.dumps({
+    'rows_spec': [str(a) for a in rows.sharding.spec],
+    'grad_spec': [str(a) for a in g_q.sharding.spec],
     'max_diff': float(np.abs(logits8 - logits1).max()),
     'q_spec': list(q.sharding.spec),
     'q_shard_shape': list(q.addressable_shards[0].data.shape),
@@ -103,7 +111,21 @@ def test_sharded_logits_match_single_device(tiny_dirs):
   result = json.loads(proc.stdout.strip().splitlines()[-1])
   print(result)
   assert result['max_diff'] <= 1e-5
-  assert result['q_spec'] == ['fsdp', 'tensor', None]
-  assert result['q_shard_shape'] == [16, 2, 16]  # [64, 4, 16] / (4, 2, 1)
+  # [layers, D, N, H] = [2, 64, 4, 16]; layers replicated.
+  assert result['q_spec'] == [None, 'fsdp', 'tensor', None]
+  assert result['q_shard_shape'] == [2, 16, 2, 16]
   assert result['partial_reads']  # no device read a whole sharded tensor
+  # Inside jit: rows split over (data, fsdp), gradients laid out as params
+  # (here from params on one device).
+  assert result['rows_spec'] == ['fsdp', 'None']
+  assert result['grad_spec'] == ['None', 'fsdp', 'tensor', 'None']
   assert result['greedy_equal']
+
+
+def test_constraints_are_no_ops_without_a_mesh():
+  x = jax.numpy.ones((4, 2))
+  assert sharding.constrain_rows(x, None) is x
+  assert sharding.constrain_axes(x, ('embed', 'mlp'), None) is x
+  one = sharding.MeshRules(sharding.make_mesh(devices=jax.devices()[:1]))
+  assert sharding.constrain_rows(x, one) is x
+  assert hash(one) == hash(sharding.MeshRules(one.mesh))  # jit-static

@@ -234,7 +234,7 @@ new8, _, m8 = train_step.make_train_step(graphdef, opt, cfg)(
     p8, opt.init(p8), b8)
 diff = lambda a, b: max(float(np.max(np.abs(np.asarray(x) - np.asarray(y))))
                         for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
-q = new8['layers'][0]['attn']['q_kernel'][...]
+q = new8['layers']['attn']['q_kernel'][...]
 print(json.dumps({'param_diff': diff(new1, new8), 'grad_diff': diff(g1, g8),
                   'loss_diff': abs(float(m1['loss']) - float(m8['loss'])),
                   'moved': diff(new1, host),
@@ -254,7 +254,7 @@ def test_eight_device_mesh_matches_one_device():
   assert proc.returncode == 0, proc.stderr[-3000:]
   result = json.loads(proc.stdout.strip().splitlines()[-1])
   print(result)
-  assert result['q_spec'][:2] == ['fsdp', 'tensor']  # really sharded
+  assert result['q_spec'][:3] == ['None', 'fsdp', 'tensor']  # really sharded
   assert result['grad_diff'] <= 1e-5
   assert result['param_diff'] <= 1e-5
   assert result['loss_diff'] <= 1e-6
