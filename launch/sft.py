@@ -9,14 +9,11 @@ directory has none. --force remakes it.
 import json
 import os
 import shutil
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from absl import flags
+from ml_collections import config_flags
 
-from absl import app, flags  # noqa: E402
-from ml_collections import config_flags  # noqa: E402
-
-from leap_jax.cli import absolute_paths, fail, quiet_logging  # noqa: E402
+from leap_jax.cli import absolute_paths, fail, quiet_logging, run
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", os.path.join(os.path.dirname(__file__), "..", "configs", "leap.py"),
@@ -47,4 +44,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run(main, "sft")
