@@ -5,16 +5,13 @@
 """
 
 import json
-import os
 
 from absl import flags
-from ml_collections import config_flags
 
 from leap_jax import cli
 
-_CONFIG = config_flags.DEFINE_config_file(
-    "config", os.path.join(os.path.dirname(__file__), "..", "configs", "leap.py"),
-    "Run config; its `env` block sets up the environment.")
+_CONFIG = cli.define_config(
+    "check_kernel", "Run config; its `env` block sets up the environment.")
 _TASK = flags.DEFINE_string("task", None, "Task id, e.g. level1/matmul.")
 _CANDIDATES = flags.DEFINE_multi_string(
     "candidate", [], "File with a model answer (prose + ```python block, or "

@@ -14,16 +14,13 @@ default makes its warm start first if config.sft.dir has none
 """
 
 import json
-import os
 
 from absl import flags
-from ml_collections import config_flags
 
 from leap_jax import cli
 
-_CONFIG = config_flags.DEFINE_config_file(
-    "config", os.path.join(os.path.dirname(__file__), "..", "configs", "leap.py"),
-    "Run config: configs/leap.py[:variant]; override fields with "
+_CONFIG = cli.define_config(
+    "train", "Run config: configs/leap.py[:variant]; override fields with "
     "--config.FIELD=VALUE.")
 _WORKDIR = flags.DEFINE_string("workdir", None,
                                "Run directory (default: config.workdir).")

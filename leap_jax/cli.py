@@ -1,10 +1,11 @@
 """What the launch scripts share: one error path, quiet logging, paths.
 
-Every launcher starts with `cli.run(main, program)`: flags that do not
-parse (an unknown config field, a bad variant, a value of the wrong type,
-an unknown flag) end in one line `program: error: ...` and exit status 2,
-before anything heavy starts; so do the user errors main reports through
-`fail` or `user_errors`.
+Every launcher defines its config flag with `define_config` and starts
+with `run(main, program)`: flags that do not parse (an unknown config
+field, with the nearest valid one; a bad variant or config file; a value
+of the wrong type; an unknown flag) end in one line `program: error: ...`
+and exit status 2, before anything heavy starts; so do the user errors
+main reports through `fail` or `user_errors`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from absl import app, flags
 import ml_collections
@@ -40,7 +41,7 @@ def user_errors(program: str, *types: type[BaseException]) -> Iterator[None]:
   try:
     yield
   except types as e:  # pylint: disable=catching-non-exception
-    fail(program, str(e).strip("'\""))
+    fail(program, _unquote(str(e)))
 
 
 def run(main: Callable[[list[str]], None], program: str) -> None:
@@ -50,16 +51,49 @@ def run(main: Callable[[list[str]], None], program: str) -> None:
 
 def parse_flags(program: str, argv: Sequence[str],
                 flag_values: flags.FlagValues = flags.FLAGS) -> list[str]:
+  """flag_values(argv), or `fail` with what is wrong."""
+  specs = {name: _unquote(flag_values[name].default_as_str or "")
+           for name in _config_flag_names(flag_values)}
   try:
-    return flag_values(list(argv))
+    rest = flag_values(list(argv))
+    for name in specs:
+      # A config file that fails to load parses as an object that raises
+      # on first use: use it now.
+      flag_values[name].value.to_dict()
+    return rest
   except Exception as e:  # pylint: disable=broad-except
-    fail(program, config_problem(argv, flag_values) or
-         str(e).strip("'\"").replace("\nPass --helpshort", ""))
+    fail(program, config_problem(argv, specs) or
+         _unquote(str(e)).replace("\nPass --helpshort", ""))
+
+
+# configs/leap.py: next to the package, in a checkout and installed alike.
+DEFAULT_CONFIG = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs",
+    "leap.py")
+
+
+def define_config(program: str, help_string: str,
+                  default: str = DEFAULT_CONFIG, name: str = "config") -> Any:
+  """config_flags.DEFINE_config_file, whose default is parsed (overrides
+  from sys.argv applied) right here, at the launcher's import: a bad
+  override fails here, as one line."""
+  try:
+    return config_flags.DEFINE_config_file(name, default, help_string)
+  except Exception as e:  # pylint: disable=broad-except
+    fail(program, config_problem(sys.argv, {name: default}) or one_line(e))
+
+
+def _unquote(text: str) -> str:
+  """'x' -> x (a KeyError's message comes quoted)."""
+  if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+    return text[1:-1]
+  return text
 
 
 def _config_flag_names(flag_values: flags.FlagValues) -> list[str]:
+  # ml_collections' config flags are the ones with a config file name.
   return [name for name in flag_values
-          if config_flags.is_config_flag(flag_values[name])]
+          if hasattr(type(flag_values[name]), "config_filename")]
 
 
 def _file_arg(argv: Sequence[str], name: str, default: str) -> str:
@@ -82,14 +116,13 @@ def load_config_file(spec: str) -> ml_collections.ConfigDict:
   return module.get_config(variant) if variant else module.get_config()
 
 
-def config_problem(argv: Sequence[str],
-                   flag_values: flags.FlagValues = flags.FLAGS) -> str | None:
-  """What is wrong with the config flags of argv, in one sentence: the
-  config file or variant, or the first overridden field that does not
-  exist (with the nearest that does); None if neither."""
-  for name in _config_flag_names(flag_values):
-    spec = _file_arg(argv, name, flag_values[name].default_as_str or "")
-    spec = spec.strip("'\"")
+def config_problem(argv: Sequence[str], specs: dict[str, str]) -> str | None:
+  """What is wrong with the config flags of argv (specs: each config
+  flag's default `file[:variant]`), in one sentence: the config file or
+  variant, or the first overridden field that does not exist (with the
+  nearest that does); None if neither."""
+  for name, default in specs.items():
+    spec = _unquote(_file_arg(argv, name, default))
     try:
       config = load_config_file(spec)
     except Exception as e:  # pylint: disable=broad-except

@@ -109,8 +109,7 @@ class Trainer:
     self.eval_task_ids = task_stream.eval_tasks(config.eval_split,
                                                 config.eval_tasks)
     self.ckpt = run_state.checkpoints(self.workdir)
-    # From here on SIGTERM is noted, not fatal: all processes stop together.
-    self.stop = preemption.StopSignal().install()
+    self.stop = preemption.StopSignal()
     try:
       self.resume_changes = self._check_resume()
       self.env = make_env(config)
@@ -121,7 +120,6 @@ class Trainer:
         raise
     except BaseException:
       self.ckpt.close()
-      self.stop.restore()
       raise
 
   def _setup(self) -> None:
@@ -263,6 +261,16 @@ class Trainer:
   # -- the loop --------------------------------------------------------------
 
   def run(self) -> dict[str, Any]:
+    """Trains to num_steps. From here SIGTERM is noted, not fatal: all
+    processes finish the step, save it and return (before, during set-up,
+    it ends the process as usual: no step is lost)."""
+    self.stop.install()
+    try:
+      return self._run()
+    finally:
+      self.stop.restore()
+
+  def _run(self) -> dict[str, Any]:
     cfg, config = self.cfg, self.config
     num_steps = config.num_steps
     state, step, position = self.initial_state()
@@ -317,9 +325,6 @@ class Trainer:
     return summary
 
   def close(self) -> None:
-    try:
-      self.log.close()
-      self.ckpt.close()  # waits for a save in flight
-      self.env.close()
-    finally:
-      self.stop.restore()
+    self.log.close()
+    self.ckpt.close()  # waits for a save in flight
+    self.env.close()
