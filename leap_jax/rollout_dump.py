@@ -19,12 +19,14 @@ import os
 import re
 import textwrap
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from leap_jax import distributed, run_log
-from leap_jax.rl.rollout import Rollout
+from leap_jax import run_log
+
+if TYPE_CHECKING:  # reading a dump (show_rollouts.py) never imports jax
+  from leap_jax.rl.rollout import Rollout
 
 DIRECTORY = "rollouts"
 _NAME = re.compile(r"step_(\d+)\.jsonl\.gz$")
@@ -45,7 +47,7 @@ def _number(x: Any) -> float | None:
   return None if x is None or not np.isfinite(x) else round(float(x), 6)
 
 
-def rows(ro: Rollout, r_PGT: np.ndarray, adv_PGT: np.ndarray, step: int,
+def rows(ro: "Rollout", r_PGT: np.ndarray, adv_PGT: np.ndarray, step: int,
          max_new_tokens: int, stop_token_ids: Collection[int],
          p_offset: int = 0) -> list[dict[str, Any]]:
   """One row per turn record of `ro` (this process's rollout, whose prompt
@@ -71,6 +73,7 @@ def rows(ro: Rollout, r_PGT: np.ndarray, adv_PGT: np.ndarray, step: int,
 
 def gather(local_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
   """Every process's rows, in process order (a collective)."""
+  from leap_jax import distributed  # pylint: disable=g-import-not-at-top
   if not distributed.is_multiprocess():
     return local_rows
   parts = distributed.allgather_bytes(gzip.compress(
