@@ -45,32 +45,40 @@ def _finished_steps(workdir):
   return sorted(int(n) for n in os.listdir(ckpts) if n.isdigit())
 
 
-def test_kill_9_after_first_checkpoint_then_resume(warmstart, tmp_path):
+def test_kill_9_mid_run_then_resume_redoes_steps_once(warmstart, tmp_path):
+  """Checkpoints at steps 2 and 4; killed once step 3 is logged (and
+  dumped): the rerun resumes at 2, drops step 3's line and dump, redoes it."""
   workdir = str(tmp_path / "run")
   args = (CONFIG, f"--config.sft.dir={warmstart}", f"--workdir={workdir}",
-          "--config.num_steps=4")
+          "--config.num_steps=4", "--config.checkpoint_every=2")
   proc = subprocess.Popen(_cmd("train", *args), stdout=subprocess.DEVNULL,
                           stderr=subprocess.DEVNULL, start_new_session=True)
-  deadline = time.monotonic() + 300
-  while max(_finished_steps(workdir), default=0) < 1:
-    assert proc.poll() is None, "train.py ended before its first checkpoint"
-    assert time.monotonic() < deadline, "no checkpoint within 300 s"
+  deadline = time.monotonic() + 600
+  while len(run_log.read_metrics(workdir)) < 3:
+    assert proc.poll() is None, "train.py ended before step 3"
+    assert time.monotonic() < deadline, "no step 3 within 600 s"
     time.sleep(0.2)
   os.killpg(proc.pid, signal.SIGKILL)  # the trainer and its workers
   proc.wait()
-  killed_at = max(_finished_steps(workdir))
-  assert killed_at < 4
+  assert _finished_steps(workdir) == [0, 2]
+  assert rollout_dump.steps(workdir) == [1, 2, 3]
+  first_dump = rollout_dump.read(workdir, 3)
   out = _run("train", *args)
   assert out.returncode == 0, out.stderr[-3000:]
-  assert f"resuming from {workdir}/checkpoints/{killed_at}" in out.stdout
+  assert f"resuming from {workdir}/checkpoints/2" in out.stdout
+  assert ("dropped 1 metrics line(s) and 1 rollout dump(s) past checkpoint 2"
+          in out.stderr)
   summary = json.loads(out.stdout.strip().splitlines()[-1])
   assert summary["step"] == 4  # the uninterrupted run's step count
-  # Metrics and rollouts of the redone steps appear once.
+  # Metrics and rollouts of the redone step appear once.
   rows = run_log.read_metrics(workdir)
   assert [r["step"] for r in rows] == [1, 2, 3, 4]
   assert rollout_dump.steps(workdir) == [1, 2, 3, 4]
   for r in rows:
     assert len(rollout_dump.read(workdir, r["step"])) == r["turns_sampled"]
+  # The redo draws the same tasks and samples from the same state and key.
+  assert [d["answer"] for d in rollout_dump.read(workdir, 3)] == [
+      d["answer"] for d in first_dump]
   assert _finished_steps(workdir)[-1] == 4
 
   # evaluate.py on the final checkpoint and on the warm start (step 0).
@@ -134,11 +142,9 @@ def _digests(stdout: str) -> dict[int, str]:
   return out
 
 
-def test_two_processes_through_jax_distributed_then_one_restores(
-    warmstart, tmp_path):
-  workdir = str(tmp_path / "run")
-  args = (CONFIG, f"--config.sft.dir={warmstart}", f"--workdir={workdir}",
-          "--config.num_steps=2", "--config.debug_param_digest=True")
+def _two_processes(args, while_running=None) -> tuple[str, str]:
+  """train.py as 2 local processes x 4 CPU devices; both must exit 0.
+  while_running(procs) runs while they do. Their stdouts."""
   env = dict(os.environ, JAX_PLATFORMS="cpu",
              XLA_FLAGS="--xla_force_host_platform_device_count=4")
   port = _free_port()
@@ -148,6 +154,8 @@ def test_two_processes_through_jax_distributed_then_one_restores(
       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
       start_new_session=True) for i in range(2)]
   try:
+    if while_running:
+      while_running(procs)
     outs = [p.communicate(timeout=600) for p in procs]
   finally:
     for p in procs:
@@ -155,7 +163,15 @@ def test_two_processes_through_jax_distributed_then_one_restores(
         os.killpg(p.pid, signal.SIGKILL)
   for p, (_, err) in zip(procs, outs):
     assert p.returncode == 0, err[-3000:]
-  stdout0, stdout1 = outs[0][0], outs[1][0]
+  return outs[0][0], outs[1][0]
+
+
+def test_two_processes_through_jax_distributed_then_one_restores(
+    warmstart, tmp_path):
+  workdir = str(tmp_path / "run")
+  args = (CONFIG, f"--config.sft.dir={warmstart}", f"--workdir={workdir}",
+          "--config.num_steps=2", "--config.debug_param_digest=True")
+  stdout0, stdout1 = _two_processes(args)
   assert "over 2 process(es), 8 device(s)" in stdout0
   # Identical sampler parameters on both processes after every step, and
   # training moved them.
@@ -194,29 +210,16 @@ def test_sigterm_to_one_of_two_processes_stops_both_after_the_same_step(
   args = (CONFIG, f"--config.sft.dir={warmstart}", f"--workdir={workdir}",
           "--config.num_steps=8", "--config.checkpoint_every=100",
           "--config.eval_every=0", "--config.debug_param_digest=True")
-  env = dict(os.environ, JAX_PLATFORMS="cpu",
-             XLA_FLAGS="--xla_force_host_platform_device_count=4")
-  port = _free_port()
-  procs = [subprocess.Popen(
-      _cmd("train", *args, f"--coordinator_address=localhost:{port}",
-           "--num_processes=2", f"--process_id={i}"),
-      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-      start_new_session=True) for i in range(2)]
-  try:
+
+  def sigterm_to_process_1_after_step_1(procs):
     deadline = time.monotonic() + 600
-    while not run_log.read_metrics(workdir):  # step 1 is done
+    while not run_log.read_metrics(workdir):
       assert all(p.poll() is None for p in procs), "a process ended early"
       assert time.monotonic() < deadline, "no step within 600 s"
       time.sleep(0.2)
     procs[1].send_signal(signal.SIGTERM)  # the trainer only, not its pool
-    outs = [p.communicate(timeout=600) for p in procs]
-  finally:
-    for p in procs:
-      if p.poll() is None:
-        os.killpg(p.pid, signal.SIGKILL)
-  for p, (_, err) in zip(procs, outs):
-    assert p.returncode == 0, err[-3000:]
-  stdout0, stdout1 = outs[0][0], outs[1][0]
+
+  stdout0, stdout1 = _two_processes(args, sigterm_to_process_1_after_step_1)
   stopped = _last_digest_step(stdout0)
   assert 1 <= stopped < 8
   assert _last_digest_step(stdout1) == stopped  # the same step on both
