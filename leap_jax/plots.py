@@ -18,6 +18,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only; never a display
 from matplotlib import pyplot as plt  # noqa: E402
+from matplotlib import ticker  # noqa: E402
 
 
 def _series(rows: Sequence[Mapping[str, Any]], key: str):
@@ -73,6 +74,9 @@ def write_plots(rows: Sequence[Mapping[str, Any]], turns: int,
 
 def _save(fig, out_dir, name: str) -> str:
   path = os.path.join(out_dir, name)
+  for ax in fig.axes:
+    if ax.get_xlabel() == "step":
+      ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
   fig.tight_layout()
   fig.savefig(path, dpi=100)
   plt.close(fig)
