@@ -140,7 +140,6 @@ def smoke(config: ml_collections.ConfigDict) -> None:
   # prompts are longer than its 160 tokens: its tokenizer never saw them),
   # G samples each: the sampler's shapes of training, no new compile.
   config.eval_every = config.num_steps
-  config.eval_at_start = False
   config.eval_split = "train"
   config.eval_tasks = config.train_tasks
   config.eval_samples = config.rl.num_samples
@@ -167,10 +166,11 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   # each turn's answer, verdict, feedback, reward and advantage.
   config.rollouts_every = 1
   # Unpruned multi-turn evaluation (leap_jax/evaluation.py) every this many
-  # steps and at the last (0: never), and before step 1 if eval_at_start;
-  # logged as eval/acc@t, eval/turns_per_pass, ... and seconds_eval.
+  # steps and at the last (0: never), and before step 1 if eval_at_start
+  # (a metrics line of its own, step 0); logged as eval/acc@t,
+  # eval/turns_per_pass, ... and seconds_eval (not in seconds_step).
   config.eval_every = 8
-  config.eval_at_start = True
+  config.eval_at_start = False
   # Which tasks: the split (eval = held out, train, all), or only the ids
   # and level prefixes of it in eval_tasks (comma-separated).
   config.eval_split = "eval"

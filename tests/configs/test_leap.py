@@ -41,5 +41,5 @@ def test_smoke_dumps_every_step_and_evaluates_at_its_last():
   assert config.rollouts_every == 1 and config.eval_every == config.num_steps
   assert not config.eval_at_start
   default = leap.get_config()
-  assert default.rollouts_every == 1 and default.eval_at_start
+  assert default.rollouts_every == 1 and default.eval_every == 8
   assert not default.wandb_project  # off unless asked
