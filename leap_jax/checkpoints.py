@@ -45,13 +45,17 @@ class Checkpoints:
 
   def __init__(self, directory: str | os.PathLike, max_to_keep: int | None = 3,
                keep_steps: tuple[int, ...] = (), this_process_only: bool = False,
-               items: Sequence[str] | None = None, asynchronous: bool = False):
+               items: Sequence[str] | None = None, asynchronous: bool = False,
+               writer: bool = False):
     """Keeps the latest `max_to_keep` steps plus every step in keep_steps.
 
     this_process_only: this process saves/restores alone, with host-local
     arrays (the warm start, made by process 0 and read by each process);
     otherwise every process takes part, as orbax needs for sharded state.
     items: the state's top-level keys, each saved as its own item.
+    writer: the run that writes here: it removes the temporary directories
+    of saves a kill interrupted (a reader must not: they may be a live
+    run's save in flight).
     """
     self.directory = os.path.abspath(os.fspath(directory))
     self.items = tuple(items) if items else None
@@ -72,6 +76,7 @@ class Checkpoints:
             preservation_policy=policy, create=not this_process_only,
             todelete_subdir=_TODELETE,
             enable_async_checkpointing=asynchronous,
+            cleanup_tmp_directories=writer,
             multiprocessing_options=ocp.options.MultiprocessingOptions(
                 primary_host=jax.process_index(),
                 active_processes={jax.process_index()},

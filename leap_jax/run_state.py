@@ -32,7 +32,7 @@ FIXED_ON_RESUME = ("seed", "train_tasks", "model.", "sft.", "variant")
 def checkpoints(workdir: str) -> Checkpoints:
   """The run's checkpoints; step 0 (the starting policy) is always kept."""
   return Checkpoints(os.path.join(workdir, "checkpoints"), keep_steps=(0,),
-                     items=ITEMS, asynchronous=True)
+                     items=ITEMS, asynchronous=True, writer=True)
 
 
 def abstract_params(params: Any, shardings: Any) -> Any:

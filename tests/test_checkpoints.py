@@ -126,6 +126,20 @@ def test_an_asynchronous_save_returns_before_its_files_are_written(
   ckpt.close()
 
 
+def test_the_writer_removes_interrupted_saves_a_reader_leaves_them(tmp_path):
+  ckpt = checkpoints.Checkpoints(tmp_path / "ck", items=ITEMS)
+  ckpt.save(1, _state(1), {})
+  ckpt.close()
+  leftover = tmp_path / "ck" / "2.orbax-checkpoint-tmp-1234"  # a killed save
+  (leftover / "params").mkdir(parents=True)
+  checkpoints.Checkpoints(tmp_path / "ck", items=ITEMS).close()
+  assert leftover.exists()
+  writer = checkpoints.Checkpoints(tmp_path / "ck", items=ITEMS, writer=True)
+  writer.save(3, _state(3), {})  # (orbax finishes its clean-up first)
+  writer.close()
+  assert not leftover.exists() and writer.all_steps() == [1, 3]
+
+
 # A child process saves _tree(step) for step = latest + 1, latest + 2, ...
 # until it is SIGKILLed; it says "begin N" before each save, "done N" after.
 _SAVER = """

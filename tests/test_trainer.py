@@ -188,3 +188,16 @@ def test_missing_model_paths_and_tasks_fail_before_the_environment_starts(
   with pytest.raises(ValueError, match="eval_tasks: 'level9'"):
     trainer_lib.Trainer(config, workdir)
   assert not started
+
+
+def test_eval_at_start_is_a_step_0_line_of_its_own(tmp):
+  config, workdir = smoke(tmp, "at_start", num_steps=1, eval_every=0,
+                          eval_at_start=True)
+  summary, lines = run(config, workdir)
+  rows = run_log.read_metrics(workdir)
+  assert [r["step"] for r in rows] == [0, 1]
+  assert set(rows[0]) == {"step", "seconds_eval"} | {
+      k for k in rows[0] if k.startswith("eval/")}
+  assert "eval/acc@1" in rows[0] and "eval/acc@1" not in rows[1]
+  assert summary["acc@1_first_quarter"] == rows[1]["acc@1"]  # step 0 left out
+  assert any(line.startswith("eval after step 0 |") for line in lines)

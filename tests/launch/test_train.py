@@ -80,6 +80,8 @@ def test_kill_9_mid_run_then_resume_redoes_steps_once(warmstart, tmp_path):
   assert [d["answer"] for d in rollout_dump.read(workdir, 3)] == [
       d["answer"] for d in first_dump]
   assert _finished_steps(workdir)[-1] == 4
+  assert sorted(os.listdir(os.path.join(workdir, "checkpoints"))) == [
+      "0", "2", "4"]  # no temporary directory of an interrupted save left
 
   # evaluate.py on the final checkpoint and on the warm start (step 0).
   for step in ("4", "0"):
