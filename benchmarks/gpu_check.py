@@ -310,7 +310,8 @@ def phase_training(workdir):
   from leap_jax import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
   config = _CONFIG.value
   steps, sft_steps = _TRAIN_STEPS.value, _SFT_STEPS.value
-  config.update(num_steps=steps, checkpoint_every=steps, workdir=workdir)
+  config.update(num_steps=steps, checkpoint_every=steps, workdir=workdir,
+                eval_every=0)  # the training steps alone, as before
   config.sft.update(steps=sft_steps, dir=os.path.join(workdir, "warmstart"),
                     warmup_steps=min(config.sft.warmup_steps, max(1, sft_steps // 2)))
   config.env.update(backend=_BACKEND.value, num_workers=_ENV_WORKERS.value)

@@ -6,10 +6,17 @@
   python launch/train.py --config=configs/leap.py:smoke  # seconds; tests, CI
 
 Override any field on the command line (`--config.rl.num_samples=4`). The
-config is locked: an unknown field is an error that names it.
+config is locked: an unknown field is an error that names the nearest
+field. RL fields are those of leap_jax.rl.config.RLConfig, at its defaults
+unless a variant says otherwise.
 """
 
+import dataclasses
+import difflib
+
 import ml_collections
+
+from leap_jax.rl.config import RLConfig
 
 VARIANTS = ("", "smollm2", "hf", "smoke")
 
@@ -62,51 +69,26 @@ def model_config(variant: str) -> ml_collections.ConfigDict:
 
 
 def rl_config(variant: str) -> ml_collections.ConfigDict:
-  """Fields of leap_jax.rl.config.RLConfig (paper defaults: G = 8, T = 3)."""
-  embedded = variant in ("", "smoke")
-  rl = ml_collections.ConfigDict()
-  rl.mode = "leap"               # leap | multiturn_full | grpo_single_turn
-  rl.num_prompts = 8             # P per step
-  rl.num_samples = 8             # G
-  rl.max_turns = 3               # T
-  rl.t_min = -1                  # -1: ceil(G/2)
-  rl.t_max = -1                  # -1: G - 1
-  rl.gamma = 0.5
-  rl.reward = "rank"             # rank | speed_tiebreak | speed_gate
-  rl.speed_p = 1.0               # speed_gate: success needs speedup >= p
-  rl.speed_band = 0.0            # speed_tiebreak: |log s_a/s_b| must exceed it
-  # Sampling, and the prompt history rule (leap_jax/rl/prompts.py).
-  rl.max_new_tokens = 512 if embedded else 1024
-  rl.temperature = 1.0
-  rl.top_p = 1.0
-  rl.max_history_turns = 2
-  rl.max_prompt_tokens = 512 if embedded else 3072  # + max_new_tokens <= max_seq_len
-  # GRPO update (design.md section 3).
-  # The embedded policy (0.7M params, memorised solutions) fails mostly by
-  # slips of low-probability tokens; negative advantages on those made it
-  # fall apart in every setting tried, while positive ones, four clipped
-  # passes per rollout, sharpen it (WORKSPACE.md, "The embedded default").
-  # Real checkpoints keep plain GRPO.
-  rl.learning_rate = 3e-4 if embedded else 1e-6
-  rl.eps_low = 0.2
-  rl.eps_high = 0.28
-  rl.aggregation = "token_mean"  # token_mean | seq_mean_token_mean | seq_mean_token_sum_norm
-  rl.kl_beta = 0.0
-  rl.negative_weight = 0.0 if embedded else 1.0  # scale on A < 0 (0: positive-only)
-  rl.weight_decay = 0.0
-  rl.adam_eps = 1e-8
-  rl.max_grad_norm = 1.0
-  rl.mini_batches = 1             # optimizer steps per pass over a rollout
-  rl.epochs = 4 if embedded else 1  # passes over each rollout (GRPO's mu)
-  rl.micro_batch_rows = 8
-  rl.max_seq_len = 1024 if embedded else 4096
-  # What the backward pass recomputes per layer: none | full | dots
-  # (leap_jax/model/config.py). full keeps only each layer's input: what a
-  # 7B model needs at 8 x 4096 tokens (benchmarks/memory.py).
-  rl.remat = "full" if variant == "hf" else "none"
-  # Adam moments, and an f32 master copy of bfloat16 params, in this dtype
-  # ("" keeps the params' dtype; leap_jax/rl/master_weights.py).
-  rl.optimizer_dtype = "float32"
+  """Every field of leap_jax.rl.config.RLConfig at its default (one source
+  of truth: a field added there is settable here), then what a variant
+  changes. Paper defaults: G = 8, T = 3."""
+  rl = ml_collections.ConfigDict({
+      f.name: (f.default if f.default is not dataclasses.MISSING
+               else f.default_factory())
+      for f in dataclasses.fields(RLConfig)})
+  if variant in ("", "smoke"):
+    # The embedded policy: short answers and prompts.
+    rl.update(max_new_tokens=512, max_prompt_tokens=512, max_seq_len=1024)
+    # It (0.7M params, memorised solutions) fails mostly by slips of
+    # low-probability tokens; negative advantages on those made it fall
+    # apart in every setting tried, while positive ones, four clipped passes
+    # per rollout, sharpen it (WORKSPACE.md, "The embedded default"). Real
+    # checkpoints keep plain GRPO.
+    rl.update(learning_rate=3e-4, negative_weight=0.0, epochs=4)
+  if variant == "hf":
+    # full keeps only each layer's input: what a 7B model needs at 8 x 4096
+    # tokens (benchmarks/memory.py).
+    rl.update(remat="full")
   return rl
 
 
@@ -166,12 +148,22 @@ def smoke(config: ml_collections.ConfigDict) -> None:
                     warmup_steps=4, seq_len=256, repairs_per_task=1,
                     dir="runs/warmstart_smoke")
   config.env.update(num_workers=1, trials=1)
+  # Rollout dumps every step (the default) and one evaluation, at the last
+  # step, so the tests and CI cover both. On its own two tasks (held-out
+  # prompts are longer than its 160 tokens: its tokenizer never saw them),
+  # G samples each: the sampler's shapes of training, no new compile.
+  config.eval_every = config.num_steps
+  config.eval_split = "train"
+  config.eval_tasks = config.train_tasks
+  config.eval_samples = config.rl.num_samples
 
 
 def get_config(variant: str = "") -> ml_collections.ConfigDict:
   if variant not in VARIANTS:
-    raise ValueError(f"unknown variant {variant!r} of configs/leap.py; "
-                     f"known: {[v or '(default)' for v in VARIANTS]}")
+    close = difflib.get_close_matches(variant, VARIANTS, n=1)
+    raise ValueError(f"unknown variant {variant!r} of configs/leap.py"
+                     f"{f' (did you mean {close[0]!r}?)' if close else ''}; "
+                     f"known: {', '.join(v or '(default)' for v in VARIANTS)}")
   config = ml_collections.ConfigDict()
   config.variant = variant
   config.seed = 0
@@ -183,6 +175,29 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   config.checkpoint_every = 4
   # Every process prints a digest of its sampler's parameters per step.
   config.debug_param_digest = False
+  # workdir/rollouts/step_N.jsonl.gz every this many steps (0: never):
+  # each turn's answer, verdict, feedback, reward and advantage.
+  config.rollouts_every = 1
+  # Unpruned multi-turn evaluation (leap_jax/evaluation.py) every this many
+  # steps and at the last (0: never), and before step 1 if eval_at_start
+  # (a metrics line of its own, step 0); logged as eval/acc@t,
+  # eval/turns_per_pass, ... and seconds_eval (not in seconds_step).
+  config.eval_every = 8
+  config.eval_at_start = False
+  # Which tasks: the split (eval = held out, train, all), or only the ids
+  # and level prefixes of it in eval_tasks (comma-separated).
+  config.eval_split = "eval"
+  config.eval_tasks = ""
+  config.eval_samples = 4        # trajectories per task, up to rl.max_turns turns
+  # Weights & Biases (pip install -e .[wandb]): the same scalars as
+  # TensorBoard, from process 0. "" = off (wandb is never imported).
+  config.wandb_project = ""
+  config.wandb_entity = ""
+  if variant == "":
+    # The 14 held-out level-1 tasks (it trains on level 1), 2 samples each:
+    # about half a minute per evaluation here.
+    config.eval_tasks = "level1"
+    config.eval_samples = 2
   config.model = model_config(variant)
   config.rl = rl_config(variant)
   config.sft = sft_config()

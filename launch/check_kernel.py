@@ -5,18 +5,13 @@
 """
 
 import json
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from absl import flags
 
-from absl import app  # noqa: E402
-from absl import flags  # noqa: E402
-from ml_collections import config_flags  # noqa: E402
+from leap_jax import cli
 
-_CONFIG = config_flags.DEFINE_config_file(
-    "config", os.path.join(os.path.dirname(__file__), "..", "configs", "leap.py"),
-    "Run config; its `env` block sets up the environment.")
+_CONFIG = cli.define_config(
+    "check_kernel", "Run config; its `env` block sets up the environment.")
 _TASK = flags.DEFINE_string("task", None, "Task id, e.g. level1/matmul.")
 _CANDIDATES = flags.DEFINE_multi_string(
     "candidate", [], "File with a model answer (prose + ```python block, or "
@@ -29,8 +24,7 @@ _LIST = flags.DEFINE_bool("list", False, "Print the task ids and exit.")
 
 
 def _fail(message: str) -> None:
-  print(f"check_kernel: error: {message}", file=sys.stderr)
-  sys.exit(2)
+  cli.fail("check_kernel", message)
 
 
 def main(argv):
@@ -70,4 +64,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main, "check_kernel")

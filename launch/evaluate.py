@@ -2,22 +2,20 @@
 
   python launch/evaluate.py --workdir=DIR [--step=N] [--split=eval] [--json]
 
-Loads the run's config from the checkpoint, samples num_samples trajectories
-of up to T turns per task of the split, and prints Acc@1..T, turns_per_pass,
-fast_p (p = 1.0, 1.2, 1.5, 2.0) overall and per level. Step 0 is the policy
-the run started from (the warm start). With --json the last stdout line is
-one JSON object.
+Loads the run's config from the checkpoint and its parameters alone (not
+the optimizer state), samples num_samples trajectories of up to T turns
+per task of the split, and prints Acc@1..T, turns_per_pass, fast_p
+(p = 1.0, 1.2, 1.5, 2.0) overall and per level. Step 0 is the policy the
+run started from (the warm start). With --json the last stdout line is one
+JSON object.
 """
 
 import json
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from absl import flags
 
-from absl import app, flags  # noqa: E402
-
-from leap_jax.cli import fail, quiet_logging  # noqa: E402
+from leap_jax import cli
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "The training run's directory.")
 _STEP = flags.DEFINE_integer("step", None, "Checkpoint step (default: latest).")
@@ -34,56 +32,54 @@ _JSON = flags.DEFINE_bool("json", False, "Print one JSON object last.")
 
 def main(argv):
   if len(argv) > 1:
-    fail("evaluate", f"unexpected arguments: {argv[1:]}")
+    cli.fail("evaluate", f"unexpected arguments: {argv[1:]}")
   if not _WORKDIR.value:
-    fail("evaluate", "--workdir is required")
+    cli.fail("evaluate", "--workdir is required")
   if _SAMPLES.value < 2:
-    fail("evaluate", "--num_samples must be >= 2")
-  quiet_logging()
-  import kernels_pallas  # pylint: disable=g-import-not-at-top
+    cli.fail("evaluate", "--num_samples must be >= 2")
+  cli.quiet_logging()
   import ml_collections  # pylint: disable=g-import-not-at-top
-  from leap_jax import evaluation, policy as policy_lib, run_log, task_stream, trainer  # pylint: disable=g-import-not-at-top
+  from leap_jax import evaluation, policy as policy_lib, run_log, run_state, task_stream, trainer  # pylint: disable=g-import-not-at-top
   from leap_jax.checkpoints import Checkpoints, CheckpointError  # pylint: disable=g-import-not-at-top
-  from leap_jax.rl import train_step  # pylint: disable=g-import-not-at-top
   from leap_jax.warmstart.store import WarmStartError  # pylint: disable=g-import-not-at-top
 
   ckpt_dir = os.path.join(_WORKDIR.value, "checkpoints")
   if not os.path.isdir(ckpt_dir):
-    fail("evaluate", f"no checkpoints in {_WORKDIR.value} (train first: "
-         f"python launch/train.py --workdir={_WORKDIR.value})")
-  ckpt = Checkpoints(ckpt_dir)
+    cli.fail("evaluate", f"no checkpoints in {_WORKDIR.value} (train first: "
+             f"python launch/train.py --workdir={_WORKDIR.value})")
+  ckpt = Checkpoints(ckpt_dir, items=run_state.ITEMS)
   try:
-    meta, step = ckpt.read_meta(_STEP.value)
-    config = ml_collections.ConfigDict(json.loads(meta["config"]))
-    config.env.timing = _TIMING.value
-    train_tasks = task_stream.training_tasks(config.train_tasks)
-    tasks = {"eval": kernels_pallas.task_ids("eval"), "train": train_tasks,
-             "all": kernels_pallas.task_ids()}[_SPLIT.value]
-    with trainer.make_env(config) as env:
-      interpret = env.interpret
-      policy = policy_lib.load(config, train_tasks,
-                               lambda: trainer.make_env(config, trusted=True))
-      abstract = trainer.abstract_state(
-          policy.params, train_step.make_optimizer(trainer.rl_config(config)))
-      state, _, step = ckpt.restore(abstract, step)
-      result = evaluation.evaluate(policy, state["params"], env, tasks,
-                                   trainer.rl_config(config), _SAMPLES.value,
-                                   seed=config.seed)
-  except (CheckpointError, WarmStartError, ValueError) as e:
-    fail("evaluate", str(e))
+    with cli.user_errors("evaluate", CheckpointError, WarmStartError,
+                         ValueError):
+      meta, step = ckpt.read_meta(_STEP.value)
+      config = ml_collections.ConfigDict(json.loads(meta["config"]))
+      config.env.timing = _TIMING.value
+      train_tasks = task_stream.training_tasks(config.train_tasks)
+      tasks = (train_tasks if _SPLIT.value == "train"
+               else task_stream.eval_tasks(_SPLIT.value))
+      with trainer.make_env(config) as env:
+        interpret = env.interpret
+        policy = policy_lib.load(config, train_tasks,
+                                 lambda: trainer.make_env(config, trusted=True))
+        # The parameters alone: the optimizer state is never read.
+        state, _, step = ckpt.restore(
+            {"params": run_state.abstract_of(policy.params)}, step)
+        result = evaluation.evaluate(policy, state["params"], env, tasks,
+                                     trainer.rl_config(config), _SAMPLES.value,
+                                     seed=config.seed)
   finally:
     ckpt.close()
   cfg = trainer.rl_config(config)
-  print(evaluation.format_table({f"step {step}": result}, cfg.turns,
+  print(evaluation.format_table({f"step {step}": result}, result["turns"],
                                 cfg.fast_ps))
   note = ("; speedups time the Pallas interpreter on a CPU host"
           if interpret and _TIMING.value else "")
   print(f"({result['tasks']} {_SPLIT.value} tasks x {_SAMPLES.value} samples "
-        f"x up to {cfg.turns} turns, {result['seconds']:.0f} s{note})")
+        f"x up to {result['turns']} turns, {result['seconds']:.0f} s{note})")
   if _JSON.value:
     print(json.dumps(run_log.json_safe(
         {"step": step, "split": _SPLIT.value, **result})))
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main, "evaluate")

@@ -9,14 +9,11 @@ Temperature 0 is greedy. A bad --model path: one line on stderr, exit 2.
 """
 
 import json
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from absl import flags
 
-from absl import app, flags  # noqa: E402
-
-from leap_jax.model import paths  # noqa: E402
+from leap_jax import cli
+from leap_jax.model import paths
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string('model', None, 'HF model directory or .gguf file.')
@@ -33,11 +30,8 @@ flags.mark_flags_as_required(['model', 'prompt'])
 
 def main(argv):
   del argv
-  try:
+  with cli.user_errors('sample', ValueError):
     paths.check_model_path(FLAGS.model)
-  except ValueError as e:
-    print(f'error: {e}', file=sys.stderr)
-    return 2
   # Heavy imports (jax, transformers) only once the path is known good.
   from leap_jax.model import generate
   generator = generate.TextGenerator(FLAGS.model)
@@ -54,4 +48,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main, 'sample')

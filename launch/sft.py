@@ -9,42 +9,35 @@ directory has none. --force remakes it.
 import json
 import os
 import shutil
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from absl import flags
 
-from absl import app, flags  # noqa: E402
-from ml_collections import config_flags  # noqa: E402
+from leap_jax import cli
 
-from leap_jax.cli import absolute_paths, fail, quiet_logging  # noqa: E402
-
-_CONFIG = config_flags.DEFINE_config_file(
-    "config", os.path.join(os.path.dirname(__file__), "..", "configs", "leap.py"),
-    "Run config (its model, sft and env blocks).")
+_CONFIG = cli.define_config(
+    "sft", "Run config (its model, sft and env blocks).")
 _FORCE = flags.DEFINE_bool("force", False, "Remake an existing warm start.")
 
 
 def main(argv):
   if len(argv) > 1:
-    fail("sft", f"unexpected arguments: {argv[1:]}")
-  quiet_logging()
+    cli.fail("sft", f"unexpected arguments: {argv[1:]}")
+  cli.quiet_logging()
   from leap_jax import task_stream, trainer  # pylint: disable=g-import-not-at-top
   from leap_jax.warmstart import store  # pylint: disable=g-import-not-at-top
   config = _CONFIG.value
-  absolute_paths(config)
+  cli.absolute_paths(config)
   if config.model.source != "embedded":
-    fail("sft", f"the {config.model.source!r} variant starts from its "
-         "checkpoint; only the embedded default has a warm start")
+    cli.fail("sft", f"the {config.model.source!r} variant starts from its "
+             "checkpoint; only the embedded default has a warm start")
   if _FORCE.value and os.path.exists(config.sft.dir):
     shutil.rmtree(config.sft.dir)
-  try:
+  with cli.user_errors("sft", ValueError, store.WarmStartError):
     store.ensure(config.sft.dir, config,
                  task_stream.training_tasks(config.train_tasks),
                  lambda: trainer.make_env(config, trusted=True))
-  except (ValueError, store.WarmStartError) as e:
-    fail("sft", str(e))
   print(json.dumps({"dir": config.sft.dir, **store.read_info(config.sft.dir)}))
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main, "sft")

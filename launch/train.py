@@ -7,25 +7,20 @@
       --num_processes=N --process_id=I     # one process per host (or SLURM)
 
 The same command on an existing workdir resumes from its latest checkpoint.
-Outputs in the workdir: metrics.jsonl, tensorboard/, checkpoints/<step>/,
-plots/*.png. The embedded default makes its warm start first if
-config.sft.dir has none (launch/sft.py makes it on its own).
+Outputs in the workdir: config.json, metrics.jsonl, tensorboard/,
+rollouts/step_N.jsonl.gz, checkpoints/<step>/, plots/*.png. The embedded
+default makes its warm start first if config.sft.dir has none
+(launch/sft.py makes it on its own).
 """
 
 import json
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from absl import flags
 
-from absl import app, flags  # noqa: E402
-from ml_collections import config_flags  # noqa: E402
+from leap_jax import cli
 
-from leap_jax.cli import absolute_paths, fail, quiet_logging  # noqa: E402
-
-_CONFIG = config_flags.DEFINE_config_file(
-    "config", os.path.join(os.path.dirname(__file__), "..", "configs", "leap.py"),
-    "Run config: configs/leap.py[:variant]; override fields with "
+_CONFIG = cli.define_config(
+    "train", "Run config: configs/leap.py[:variant]; override fields with "
     "--config.FIELD=VALUE.")
 _WORKDIR = flags.DEFINE_string("workdir", None,
                                "Run directory (default: config.workdir).")
@@ -41,8 +36,8 @@ _PROCESS_ID = flags.DEFINE_integer("process_id", None,
 
 def main(argv):
   if len(argv) > 1:
-    fail("train", f"unexpected arguments: {argv[1:]}")
-  quiet_logging()
+    cli.fail("train", f"unexpected arguments: {argv[1:]}")
+  cli.quiet_logging()
   from leap_jax import distributed  # pylint: disable=g-import-not-at-top
   config = _CONFIG.value
   try:
@@ -50,17 +45,17 @@ def main(argv):
     distributed.initialize(_COORDINATOR.value, _NUM_PROCESSES.value,
                            _PROCESS_ID.value)
   except (ValueError, RuntimeError) as e:
-    fail("train", f"jax.distributed: {e}")
+    cli.fail("train", f"jax.distributed: {e}")
   from leap_jax import run_log, trainer as trainer_lib  # pylint: disable=g-import-not-at-top
   from leap_jax.checkpoints import CheckpointError  # pylint: disable=g-import-not-at-top
   from leap_jax.warmstart.store import WarmStartError  # pylint: disable=g-import-not-at-top
-  absolute_paths(config)
+  defaults = cli.config_defaults()
+  for c in (config, defaults):
+    cli.absolute_paths(c)
   workdir = _WORKDIR.value or config.workdir
-  try:
-    trainer = trainer_lib.Trainer(config, workdir)
-  except (ValueError, TypeError, FileNotFoundError, WarmStartError,
-          CheckpointError) as e:
-    fail("train", str(e))
+  with cli.user_errors("train", ValueError, TypeError, FileNotFoundError,
+                       WarmStartError, CheckpointError):
+    trainer = trainer_lib.Trainer(config, workdir, defaults=defaults)
   try:
     summary = trainer.run()
   finally:
@@ -76,4 +71,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main, "train")

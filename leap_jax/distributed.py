@@ -90,6 +90,16 @@ def allgather_bytes(payload: bytes) -> list[bytes]:
   return [rows[i, :n].tobytes() for i, n in enumerate(sizes)]
 
 
+def any_process(flag: bool) -> bool:
+  """True on every process iff `flag` is true on at least one (all of them
+  must call it at the same point: it is a collective)."""
+  if not is_multiprocess():
+    return bool(flag)
+  from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+  flags = multihost_utils.process_allgather(np.array([int(flag)], np.int32))
+  return bool(np.asarray(flags).any())
+
+
 def place(host: np.ndarray, sharding: jax.sharding.Sharding) -> jax.Array:
   """A global array from a host array every process holds identically."""
   host = np.asarray(host)

@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import jax
 import numpy as np
 
 from leap_jax.rl import metrics as metrics_lib, rollout, rollout_merge
@@ -25,8 +26,14 @@ def level_of(task_id: str) -> str:
 
 def evaluate(policy: Any, params: Any, env: Any, task_ids: Sequence[str],
              cfg: RLConfig, num_samples: int, seed: int = 0,
-             prompts_per_call: int = 8) -> dict[str, Any]:
-  """Acc@1..T, turns_per_pass, fast_p, overall and per level."""
+             prompts_per_call: int = 8,
+             across_processes: bool = False) -> dict[str, Any]:
+  """Acc@1..T, turns_per_pass, fast_p, overall and per level.
+
+  across_processes: every process evaluates its share of task_ids (every
+  n-th) with its own params copy and pool, and all get the whole result
+  (a collective: all processes call it together).
+  """
   # Success means correct here, whatever reward the run trained with.
   cfg = cfg.replace(mode="multiturn_full", num_samples=num_samples,
                     reward="rank")
@@ -34,34 +41,61 @@ def evaluate(policy: Any, params: Any, env: Any, task_ids: Sequence[str],
   builder = PromptBuilder.from_config(policy.tokenizer, cfg,
                                       backend=env.config.target_backend)
   start = time.monotonic()
+  mine = list(task_ids)
+  if across_processes:
+    mine = mine[jax.process_index()::jax.process_count()]
   parts = []
-  for i in range(0, len(task_ids), prompts_per_call):
-    chunk = list(task_ids[i:i + prompts_per_call])
+  for i in range(0, len(mine), prompts_per_call):
+    chunk = mine[i:i + prompts_per_call]
     parts.append(rollout.rollout(chunk, sampler_policy, env, builder, cfg,
                                  rng=seed + i))
-  merged = rollout_merge.merge(parts)
-  ok, active, budgets, speed = (merged.ok_PGT, merged.active_PGT,
-                                merged.budgets_P, merged.speedup_PGT)
-
+  merged = rollout_merge.merge(parts) if parts else _no_rollout(cfg)
+  if across_processes:
+    merged, _ = rollout_merge.gather(merged, {})
   timed = bool(getattr(env.config, "timing", False))
+  result = summarize(merged, cfg, timed)
+  result["seconds"] = time.monotonic() - start
+  return result
+
+
+def _no_rollout(cfg: RLConfig) -> rollout.Rollout:
+  """A process with no share of the tasks (more processes than tasks)."""
+  shape = (0, cfg.num_samples, cfg.turns)
+  return rollout.Rollout([], [], np.zeros(shape, bool), np.zeros(shape, bool),
+                         np.zeros((0,), np.int32),
+                         np.full(shape, np.nan, np.float32), 0)
+
+
+def summarize(ro: rollout.Rollout, cfg: RLConfig, timed: bool
+              ) -> dict[str, Any]:
+  """The evaluation's figures from its merged rollout."""
+  ok, active, budgets, speed = (ro.ok_PGT, ro.active_PGT, ro.budgets_P,
+                                ro.speedup_PGT)
+  task_ids = ro.task_ids
 
   def summary(rows):
-    return metrics_lib.rollout_metrics(
+    out = metrics_lib.rollout_metrics(
         ok[rows], active[rows], budgets[rows],
         speed[rows] if timed else None, cfg.fast_ps if timed else ())
+    out.pop("activated_groups", None)  # every group gets T turns here
+    return out
 
   levels = sorted({level_of(t) for t in task_ids})
-  result = {"tasks": len(task_ids), "samples_per_task": num_samples,
-            "turns": cfg.turns, **summary(slice(None)),
-            "levels": {lv: {"tasks": sum(level_of(t) == lv for t in task_ids),
-                            **summary(np.array([level_of(t) == lv
-                                                for t in task_ids]))}
-                       for lv in levels},
-            "seconds": time.monotonic() - start}
-  result.pop("activated_groups", None)  # every group gets T turns here
-  for lv in result["levels"].values():
-    lv.pop("activated_groups", None)
-  return result
+  return {"tasks": len(task_ids), "samples_per_task": cfg.num_samples,
+          "turns": cfg.turns, **summary(slice(None)),
+          "levels": {lv: {"tasks": sum(level_of(t) == lv for t in task_ids),
+                          **summary(np.array([level_of(t) == lv
+                                              for t in task_ids]))}
+                     for lv in levels}}
+
+
+def as_metrics(result: dict[str, Any]) -> dict[str, Any]:
+  """An evaluation as step metrics: eval/acc@t, eval/turns_per_pass, ...,
+  eval/levels (per level), seconds_eval."""
+  out = {f"eval/{k}": v for k, v in result.items()
+         if k not in ("seconds", "turns", "samples_per_task", "trajectories")}
+  out["seconds_eval"] = result["seconds"]
+  return out
 
 
 def format_table(results: dict[str, dict[str, Any]], turns: int,

@@ -3,7 +3,9 @@
 metrics.jsonl holds one JSON object per finished step, flushed and fsynced
 as it is written, so a crash loses at most the step in flight. On resume,
 lines past the restored checkpoint's step are dropped (that work is redone).
-Only the writing process (process 0 on a cluster) creates any file.
+TensorBoard (and W&B, when asked) get the row's numbers, dicts flattened
+(`scalars`). Only the writing process (process 0 on a cluster) creates any
+file.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 METRICS_FILE = "metrics.jsonl"
@@ -60,13 +62,28 @@ def json_safe(obj: Any) -> Any:
   return obj
 
 
+def scalars(row: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
+  """The row's numbers for TensorBoard / W&B: dicts flattened with '/'
+  (statuses {'ok': 3} -> statuses/ok), lists, text and nulls left out."""
+  out: dict[str, float] = {}
+  for key, value in row.items():
+    name = f"{prefix}{key}"
+    if isinstance(value, Mapping):
+      out.update(scalars(value, name + "/"))
+    elif isinstance(value, (bool, int, float)) and math.isfinite(value):
+      out[name] = float(value)
+  return out
+
+
 class RunLog:
-  """Appends step metrics to metrics.jsonl and TensorBoard (when writing)."""
+  """Appends step metrics to metrics.jsonl, TensorBoard and any extra
+  scalar writers (`.write(step, scalars)`, `.close()`), when writing."""
 
   def __init__(self, workdir: str | os.PathLike, writer: bool = True,
-               tensorboard: bool = True):
+               tensorboard: bool = True, sinks: Sequence[Any] = ()):
     self.workdir, self.writer = os.fspath(workdir), writer
     self._tb = None
+    self.sinks = list(sinks) if writer else []
     if writer:
       os.makedirs(self.workdir, exist_ok=True)
       if tensorboard:
@@ -85,10 +102,12 @@ class RunLog:
       f.write(json.dumps(row) + "\n")
       f.flush()
       os.fsync(f.fileno())
+    numbers = scalars({k: v for k, v in row.items() if k != "step"})
     if self._tb is not None:
-      for key, value in row.items():
-        if key != "step" and isinstance(value, (int, float)):
-          self._tb.add_scalar(key, value, step)
+      for key, value in numbers.items():
+        self._tb.add_scalar(key, value, step)
+    for sink in self.sinks:
+      sink.write(step, numbers)
 
   def purge_after(self, step: int) -> None:
     """TensorBoard: hide events past `step` (the resumed run redoes them)."""
@@ -100,6 +119,9 @@ class RunLog:
     if self._tb is not None:
       self._tb.close()
       self._tb = None
+    for sink in self.sinks:
+      sink.close()
+    self.sinks = []
 
 
 def progress_line(step: int, num_steps: int, metrics: Mapping[str, Any],

@@ -15,6 +15,9 @@ import numpy as np
 import kernels_pallas
 
 
+SPLITS = ("eval", "train", "all")
+
+
 def training_tasks(spec: str) -> list[str]:
   """Task ids a run trains on: "train" (the split), or comma-separated ids
   and level prefixes ("level1", "level2/softmax_relu"), all from the
@@ -23,20 +26,38 @@ def training_tasks(spec: str) -> list[str]:
   if spec.strip() == "train":
     return train
   held_out = set(kernels_pallas.task_ids("eval"))
-  out = []
-  for item in (s.strip() for s in spec.split(",")):
-    if not item:
-      continue
+  for item in _items(spec):
     if item in held_out:
       raise ValueError(f"train_tasks: {item} is in the eval split, which is "
                        f"held out from training")
-    picked = [t for t in train if t == item or t.startswith(item.rstrip("/") + "/")]
+  return _pick(spec, train, "train_tasks", "training task")
+
+
+def eval_tasks(split: str, spec: str = "") -> list[str]:
+  """Task ids an evaluation runs on: the split ("eval", "train", "all"),
+  or only the ids and level prefixes of it that `spec` names."""
+  if split not in SPLITS:
+    raise ValueError(f"eval_split must be one of {', '.join(SPLITS)}, got "
+                     f"{split!r}")
+  pool = kernels_pallas.task_ids(None if split == "all" else split)
+  return _pick(spec, pool, "eval_tasks", f"task of the {split} split") if (
+      spec.strip()) else pool
+
+
+def _items(spec: str) -> list[str]:
+  return [s.strip() for s in spec.split(",") if s.strip()]
+
+
+def _pick(spec: str, pool: Sequence[str], field: str, what: str) -> list[str]:
+  out = []
+  for item in _items(spec):
+    picked = [t for t in pool if t == item or t.startswith(item.rstrip("/") + "/")]
     if not picked:
-      raise ValueError(f"train_tasks: {item!r} names no training task "
+      raise ValueError(f"{field}: {item!r} names no {what} "
                        f"(python launch/check_kernel.py --list)")
     out += [t for t in picked if t not in out]
   if not out:
-    raise ValueError("train_tasks is empty")
+    raise ValueError(f"{field} is empty")
   return out
 
 

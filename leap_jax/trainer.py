@@ -1,29 +1,29 @@
-"""The training loop: rollout, rewards, one GRPO update per step, checkpoints.
+"""The training loop: steps, evaluations, rollout dumps, checkpoints.
 
-One step (design.md section 1): P tasks from the resumable task stream, G
-samples each, the environment's verdicts, DCP budgets and later turns
-(leap_jax.rl.rollout), per-turn advantages, length-bucketed batches, one
-jitted update. Checkpoints hold params, optimizer state, RNG, the data
-position and the config; step 0 is the starting policy (the warm start), so
-evaluate.py can compare against it. SIGTERM (preemption) finishes the step,
-saves and exits.
+`Trainer(config, workdir).run()` trains to config.num_steps. Per step
+(leap_jax.step_runner): rollout, rewards, one GRPO update; then, when due,
+the unpruned evaluation (`eval_every`, and before step 1 with
+`eval_at_start`), the rollout dump (`rollouts_every`), the metrics line and
+an asynchronous checkpoint (the next step runs while it is written).
+Checkpoints hold params, optimizer state and RNG as separate items plus
+the data position and the config; step 0 is the starting policy, so
+evaluate.py can compare against it. The run resumes from its latest
+checkpoint; metrics, events and dumps of steps past it are dropped (those
+steps are redone).
 
-Across processes (jax.distributed, one per host) every process rolls out
-its share of the P prompts with its own sampler copy and environment pool;
-the rollouts are gathered and merged, so every process computes the same
-rewards and global batch; the update runs sharded over the mesh of all
-processes' devices. Only process 0 writes metrics, events and plots; all
-processes write the checkpoint (orbax), which restores onto any process
-count.
+SIGTERM on any process stops all of them after the same step
+(leap_jax.preemption): one checkpoint, then exit; the rerun resumes there.
+Across processes (jax.distributed, one per host) only process 0 writes
+metrics, events, dumps, config.json and plots; all processes write the
+checkpoint (orbax), which restores onto any process count.
 """
 
 from __future__ import annotations
 
 import functools
-import json
+import importlib.util
 import logging
 import os
-import signal
 import time
 from collections.abc import Callable
 from typing import Any
@@ -32,21 +32,15 @@ import jax
 import ml_collections
 import numpy as np
 
-from leap_jax import distributed, layout, plots, policy as policy_lib
-from leap_jax import run_log, task_stream
-from leap_jax.checkpoints import Checkpoints
+from leap_jax import config_report, distributed, evaluation, layout, plots
+from leap_jax import policy as policy_lib, preemption, rollout_dump, run_log
+from leap_jax import run_state, step_runner, task_stream
 from leap_jax.env import environment, settings
-from leap_jax.rl import batching, metrics as metrics_lib, rollout
-from leap_jax.rl import rollout_merge, train_step
+from leap_jax.rl import train_step
 from leap_jax.rl.config import RLConfig
 from leap_jax.rl.prompts import PromptBuilder
 
 _LOG = logging.getLogger(__name__)
-# Changing these between a run and its resumption is expected.
-RESUMABLE_CHANGES = ("num_steps", "checkpoint_every", "workdir",
-                     "debug_param_digest")
-# Changing these would resume a different run: an error.
-FIXED_ON_RESUME = ("seed", "train_tasks", "model.", "sft.", "variant")
 
 
 def rl_config(config: ml_collections.ConfigDict) -> RLConfig:
@@ -54,10 +48,15 @@ def rl_config(config: ml_collections.ConfigDict) -> RLConfig:
 
 
 def check_config(config: ml_collections.ConfigDict) -> None:
-  """ValueError naming the first bad value (RLConfig checks its own)."""
+  """ValueError naming the first bad value (RLConfig checks its own),
+  before anything heavy starts: checkpoint paths and task names included."""
   for name in ("num_steps", "checkpoint_every"):
     if config[name] < 1:
       raise ValueError(f"config.{name} must be >= 1, got {config[name]}")
+  for name in ("rollouts_every", "eval_every"):
+    if config[name] < 0:
+      raise ValueError(f"config.{name} must be >= 0 (0: never), got "
+                       f"{config[name]}")
   rl = config.rl
   if rl.num_prompts < 1:
     raise ValueError(f"config.rl.num_prompts must be >= 1, got {rl.num_prompts}")
@@ -71,6 +70,17 @@ def check_config(config: ml_collections.ConfigDict) -> None:
         f"+ {rl.max_new_tokens}) must fit config.rl.max_seq_len "
         f"({rl.max_seq_len}): the trainer must see the context the sampler saw")
   rl_config(config)
+  if config.model.source != "embedded":
+    policy_lib.model_path(config.model)
+  task_stream.training_tasks(config.train_tasks)
+  if config.eval_every or config.eval_at_start:
+    if config.eval_samples < 2:
+      raise ValueError(f"config.eval_samples must be >= 2, got "
+                       f"{config.eval_samples}")
+    task_stream.eval_tasks(config.eval_split, config.eval_tasks)
+  if config.wandb_project and importlib.util.find_spec("wandb") is None:
+    raise ValueError("config.wandb_project is set but wandb is not "
+                     "installed: pip install -e .[wandb]")
 
 
 def make_env(config: ml_collections.ConfigDict, trusted: bool = False):
@@ -79,91 +89,37 @@ def make_env(config: ml_collections.ConfigDict, trusted: bool = False):
       config.env, jobs_per_worker=64 if trusted else 1))
 
 
-def abstract_state(params: Any, optimizer: Any,
-                   mesh: jax.sharding.Mesh | None = None) -> dict[str, Any]:
-  """Shapes and shardings of a checkpoint's state: params, optimizer state
-  (laid out as the trainer lays out optimizer.init(params)), RNG key data
-  (host)."""
-  params = jax.tree.map(lambda x: jax.ShapeDtypeStruct(
-      x.shape, x.dtype, sharding=getattr(x, "sharding", None)), params)
-  if mesh is not None:
-    opt_state = layout.abstract_opt_state(optimizer, params, mesh)
-  else:
-    opt_state = jax.jit(optimizer.init).eval_shape(params)
-  return {"params": params, "opt_state": opt_state,
-          "rng": np.zeros((2,), np.uint32)}
-
-
-class _Stopwatch:
-  """Seconds per phase, accumulated by wrapped callables."""
-
-  def __init__(self):
-    self.seconds: dict[str, float] = {}
-
-  def wrap(self, name: str, fn: Callable) -> Callable:
-    def timed(*args, **kwargs):
-      start = time.monotonic()
-      try:
-        return fn(*args, **kwargs)
-      finally:
-        self.seconds[name] = (self.seconds.get(name, 0.0)
-                              + time.monotonic() - start)
-    return timed
-
-
-class _Proxy:
-  def __init__(self, **methods):
-    self.__dict__.update(methods)
-
-
-def _mismatch(logps: list[Any], batches: list[dict[str, Any]]) -> dict[str, float]:
-  mask = np.concatenate([np.asarray(b["mask"]).ravel() for b in batches])
-  trainer = np.concatenate([np.asarray(lp).ravel() for lp in logps])
-  sampler = np.concatenate([np.asarray(b["sampler_logp"]).ravel()
-                            for b in batches])
-  return train_step.logprob_mismatch(trainer, sampler, mask)
-
-
-def _status_counts(ro: rollout.Rollout) -> dict[str, int]:
-  counts: dict[str, int] = {}
-  for r in ro.records:
-    key = str(getattr(r.verdict.status, "value", r.verdict.status))
-    counts[key] = counts.get(key, 0) + 1
-  return dict(sorted(counts.items()))
-
-
-def config_changes(saved_json: str, config: ml_collections.ConfigDict) -> list[str]:
-  """Top-level/nested fields whose value differs from the saved config."""
-  saved, now = json.loads(saved_json), json.loads(config.to_json())
-  out = []
-
-  def walk(a, b, path):
-    if isinstance(a, dict) and isinstance(b, dict):
-      for k in sorted(set(a) | set(b)):
-        walk(a.get(k), b.get(k), f"{path}.{k}" if path else k)
-    elif a != b and path not in RESUMABLE_CHANGES:
-      out.append(f"{path}: {a!r} -> {b!r}")
-
-  walk(saved, now, "")
-  return out
-
-
 class Trainer:
-  """Sets up policy, environment and optimizer; `run()` trains to num_steps."""
+  """Sets up policy, environment and optimizer; `run()` trains to num_steps.
+
+  defaults: the variant's config without overrides; the fields that
+  differ are printed at start.
+  """
 
   def __init__(self, config: ml_collections.ConfigDict, workdir: str,
-               print_fn: Callable[[str], None] = functools.partial(print, flush=True)):
+               print_fn: Callable[[str], None] = functools.partial(print, flush=True),
+               defaults: ml_collections.ConfigDict | None = None):
     check_config(config)
     self.config, self.workdir = config, os.path.abspath(workdir)
+    self.defaults = defaults
     self.cfg = rl_config(config)
     self.writer = jax.process_index() == 0
     self.print = print_fn if self.writer else (lambda _: None)
     self.task_ids = task_stream.training_tasks(config.train_tasks)
-    self.env = make_env(config)
+    self.eval_task_ids = task_stream.eval_tasks(config.eval_split,
+                                                config.eval_tasks)
+    self.ckpt = run_state.checkpoints(self.workdir)
+    self.stop = preemption.StopSignal()
     try:
-      self._setup()
+      self.resume_changes = self._check_resume()
+      self.env = make_env(config)
+      try:
+        self._setup()
+      except BaseException:
+        self.env.close()
+        raise
     except BaseException:
-      self.env.close()
+      self.ckpt.close()
       raise
 
   def _setup(self) -> None:
@@ -185,31 +141,62 @@ class Trainer:
     if self.cfg.kl_beta > 0:
       ref_params = layout.place_params(self.policy.params,
                                        self.param_shardings, copy=True)
-    self.update = train_step.Update(
+    update = train_step.Update(
         train_step.train_graphdef(self.policy.model_cfg, self.cfg.remat),
         self.optimizer, self.cfg, mesh=self.mesh, rules=layout.rules(config),
         ref_params=ref_params)
     self.sampler_policy = self.policy.sampler_policy(self.policy.params,
                                                      self.cfg)
-    self.builder = PromptBuilder.from_config(self.policy.tokenizer, self.cfg,
-                                             backend=self.env.config.target_backend)
-    for task_id in self.task_ids:  # a first prompt over max_prompt_tokens
-      self.builder.encode(task_id)  # is a config error: say so now
-    self.ckpt = Checkpoints(os.path.join(self.workdir, "checkpoints"),
-                            keep_steps=(0,))
-    self.log = run_log.RunLog(self.workdir, writer=self.writer)
-    self._stop_requested = False
+    self.sampler_params = self.policy.params
+    builder = PromptBuilder.from_config(self.policy.tokenizer, self.cfg,
+                                        backend=self.env.config.target_backend)
+    evaluated = config.eval_every or config.eval_at_start
+    for task_id in self.task_ids + (self.eval_task_ids if evaluated else []):
+      builder.encode(task_id)  # a first prompt over max_prompt_tokens is a
+      # config error: say so now
+    self.run_step = step_runner.StepRunner(
+        config, self.cfg, self.task_ids, self.sampler_policy, self.env,
+        builder, update, self.policy.pad_id, self.policy.stop_token_ids,
+        self._refresh_sampler)
+    sinks = []
+    if config.wandb_project and self.writer:
+      from leap_jax import wandb_writer  # pylint: disable=g-import-not-at-top
+      sinks.append(wandb_writer.WandbWriter(
+          config.wandb_project, self.workdir, config_report.flatten(config),
+          entity=config.wandb_entity))
+    self.log = run_log.RunLog(self.workdir, writer=self.writer, sinks=sinks)
 
   # -- state ---------------------------------------------------------------
 
-  def _save(self, step: int, state: dict[str, Any], position: int) -> None:
-    self.ckpt.save(step, state, {"step": step, "data_position": position,
-                                 "config": self.config.to_json()})
+  def _save(self, step: int, state: dict[str, Any], position: int) -> float:
+    """Starts the checkpoint of `step`; the seconds the call blocked."""
+    return self.ckpt.save(step, state,
+                          run_state.meta(step, position, self.config))
+
+  def _report_config(self) -> None:
+    if self.defaults is not None:
+      lines = config_report.change_lines(self.defaults, self.config)
+      variant = self.config.variant or "default"
+      self.print(f"config: {len(lines)} field(s) differ from the {variant} "
+                 f"variant's defaults" + "".join(f"\n  {l}" for l in lines))
+    if self.writer:
+      path = config_report.write(self.workdir, self.config)
+      self.print(f"config: {path}")
+
+  def _check_resume(self) -> list[str] | None:
+    """The allowed config changes against the latest checkpoint (None: no
+    checkpoint yet); ValueError naming every field that may not change."""
+    latest = self.ckpt.latest_step()
+    if latest is None:
+      return None
+    meta, _ = self.ckpt.read_meta(latest)
+    return run_state.check_resume(meta["config"], self.config, self.workdir)
 
   def initial_state(self) -> tuple[dict[str, Any], int, int]:
     """(state, step, data position): the latest checkpoint, or step 0."""
     latest = self.ckpt.latest_step()
     if latest is None:
+      self._report_config()
       params = layout.place_params(self.policy.params, self.param_shardings)
       state = {"params": params,
                "opt_state": layout.init_opt_state(self.optimizer, params,
@@ -218,25 +205,20 @@ class Trainer:
                    jax.random.key(self.config.seed)))}
       self._save(0, state, 0)
       return state, 0, 0
-    meta, _ = self.ckpt.read_meta(latest)
-    changes = config_changes(meta["config"], self.config)
-    fixed = [c for c in changes if c.startswith(FIXED_ON_RESUME)]
-    if fixed:
-      raise ValueError(f"{self.workdir} holds a run with other settings "
-                       f"({fixed[0]}); use another --workdir")
-    for change in changes:
+    for change in self.resume_changes or ():
       _LOG.warning("resuming with a changed config: %s", change)
-    params = distributed.map_with_shardings(
-        lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-        self.policy.params, self.param_shardings)
+    self._report_config()
+    params = run_state.abstract_params(self.policy.params,
+                                       self.param_shardings)
     state, meta, step = self.ckpt.restore(
-        abstract_state(params, self.optimizer, self.mesh), latest)
+        run_state.abstract_state(params, self.optimizer, self.mesh), latest)
     if self.writer:
       dropped = run_log.truncate_after(self.workdir, step)
       self.log.purge_after(step)
-      if dropped:
-        _LOG.info("dropped %d metrics line(s) past checkpoint %d", dropped,
-                  step)
+      purged = rollout_dump.purge_after(self.workdir, step)
+      if dropped or purged:
+        _LOG.info("dropped %d metrics line(s) and %d rollout dump(s) past "
+                  "checkpoint %d", dropped, len(purged), step)
     self.print(f"resuming from {self.ckpt.directory}/{step} "
                f"(data position {meta['data_position']})")
     return state, step, int(meta["data_position"])
@@ -245,128 +227,99 @@ class Trainer:
     """This host's sampler copy of the parameters after `step`."""
     params = distributed.local_copy(state["params"], self.sampler_shardings)
     self.sampler_policy.set_params(params)
+    self.sampler_params = params
     if self.config.debug_param_digest:
       # Every process prints: equal digests mean equal sampler copies.
       print(f"param digest: process {jax.process_index()} step {step} "
             f"{distributed.digest(params)}", flush=True)
 
-  def _update(self, state: dict[str, Any], samples: list[Any], step: int,
-              out: dict[str, Any]) -> dict[str, Any]:
-    """cfg.epochs passes of cfg.mini_batches optimizer steps on `samples`;
-    metrics into `out`."""
-    cfg, stepped = self.cfg, []
-    packed = []
-    for epoch in range(cfg.epochs):
-      # Same shuffle on every process and on a resumed run.
-      rng = np.random.default_rng([self.config.seed, step, epoch])
-      for part in batching.split(samples, cfg.mini_batches, rng):
-        # Without a KL term rows with A = 0 have no gradient: they count in
-        # the token_mean weights but are not computed.
-        batches = batching.pack_buckets(part, cfg, self.policy.pad_id,
-                                        skip_zero_advantage=not cfg.kl_beta)
-        if batches:
-          packed.append(batches)
-    # Later steps are off-policy: logp_old from the pre-update params
-    # (design.md section 3), one extra forward pass. The first step starts
-    # from those params, so its own logp (rho = 1) serves.
-    packed[1:] = [[dict(b, old_logp=lp) for b, lp in
-                   zip(batches, self.update.logprobs(state["params"], batches))]
-                  for batches in packed[1:]]
-    for batches in packed:
-      params, opt_state, upd, logps = self.update(
-          state["params"], state["opt_state"], batches)
-      state = dict(state, params=params, opt_state=opt_state)
-      if not stepped:  # before any step of this rollout: sampler vs trainer
-        out.update(_mismatch(logps, batches))
-      stepped.append({k: float(distributed.to_host(v)) for k, v in upd.items()})
-    if stepped:
-      self._refresh_sampler(state, step)
-      out.update({k: float(np.mean([u[k] for u in stepped])) for k in stepped[0]})
-      out["loss_tokens"] = sum(u["loss_tokens"] for u in stepped)
-      out["optimizer_steps"] = len(stepped)
-    return state
+  # -- evaluation and dumps ------------------------------------------------
 
-  # -- one step ------------------------------------------------------------
+  def _eval_due(self, step: int) -> bool:
+    every = self.config.eval_every
+    return bool(every) and (step % every == 0 or step == self.config.num_steps)
 
-  def step(self, state: dict[str, Any], step: int, position: int
-           ) -> tuple[dict[str, Any], dict[str, Any]]:
-    cfg = self.cfg
-    tasks = task_stream.tasks_at(self.task_ids, self.config.seed, position,
-                                 cfg.num_prompts)
-    # This process's share of the prompts, and its own sampler copy.
-    share = len(tasks) // jax.process_count()
-    mine = tasks[jax.process_index() * share:(jax.process_index() + 1) * share]
-    watch = _Stopwatch()
-    policy = _Proxy(sample=watch.wrap("rollout", self.sampler_policy.sample))
-    judge = _Proxy(evaluate=watch.wrap("env", self.env.evaluate))
-    rng = jax.random.fold_in(jax.random.wrap_key_data(np.asarray(state["rng"])),
-                             step)
-    if jax.process_count() > 1:
-      rng = jax.random.fold_in(rng, jax.process_index())
-    ro = rollout.rollout(mine, policy, judge, self.builder, cfg, rng)
-    ro, extras = rollout_merge.gather(ro, watch.seconds)
-    seconds = {k: max(extra.get(k, 0.0) for extra in extras)
-               for k in ("rollout", "env")}
-    adv_PGT = rollout.advantages(ro, cfg)
-    start = time.monotonic()
-    samples = rollout.training_samples(ro, adv_PGT)
-    timed = self.env.config.timing
-    out = metrics_lib.rollout_metrics(
-        ro.ok_PGT, ro.active_PGT, ro.budgets_P,
-        ro.speedup_PGT if timed else None, cfg.fast_ps if timed else (),
-        ro.tokens_generated)
-    out.update(turns_sampled=len(ro.records), env_calls=len(ro.records),
-               policy_calls=ro.policy_calls,
-               trained_samples=sum(s.advantage != 0.0 for s in samples),
-               budgets=[int(b) for b in ro.budgets_P], tasks=tasks,
-               turn1_ok=[int(n) for n in ro.ok_PGT[:, :, 0].sum(axis=1)],
-               statuses=_status_counts(ro))
-    state = self._update(state, samples, step, out)
-    # The slowest process sets the pace.
-    out["seconds_rollout"] = seconds["rollout"]
-    out["seconds_env"] = seconds["env"]
-    out["seconds_update"] = time.monotonic() - start
-    return state, out
+  def evaluate(self, step: int) -> dict[str, Any]:
+    """The unpruned evaluation of the current params, as step metrics."""
+    result = evaluation.evaluate(
+        self.policy, self.sampler_params, self.env, self.eval_task_ids,
+        self.cfg, self.config.eval_samples, seed=self.config.seed,
+        across_processes=True)
+    accs = " ".join(f"acc@{t} {result[f'acc@{t}']:.2f}"
+                    for t in range(1, result["turns"] + 1))
+    self.print(f"eval after step {step} | {accs} | {result['tasks']} "
+               f"{self.config.eval_split} tasks x {self.config.eval_samples} "
+               f"samples | {result['seconds']:.1f}s")
+    return evaluation.as_metrics(result)
+
+  def _dump(self, step: int, rows: list[dict[str, Any]]) -> None:
+    rows = rollout_dump.gather(rows)  # a collective: every process calls it
+    if self.writer:
+      rollout_dump.write(self.workdir, step, rows)
 
   # -- the loop --------------------------------------------------------------
 
-  def _on_sigterm(self, *_):
-    self._stop_requested = True
-
   def run(self) -> dict[str, Any]:
-    cfg, num_steps = self.cfg, self.config.num_steps
+    """Trains to num_steps. From here SIGTERM is noted, not fatal: all
+    processes finish the step, save it and return (before, during set-up,
+    it ends the process as usual: no step is lost)."""
+    self.stop.install()
+    try:
+      return self._run()
+    finally:
+      self.stop.restore()
+
+  def _run(self) -> dict[str, Any]:
+    cfg, config = self.cfg, self.config
+    num_steps = config.num_steps
     state, step, position = self.initial_state()
     self._refresh_sampler(state, step)
-    previous = signal.signal(signal.SIGTERM, self._on_sigterm)
+    if step == 0 and config.eval_at_start and not any(
+        r["step"] == 0 for r in run_log.read_metrics(self.workdir)):
+      self.log.write(0, self.evaluate(0))
     times = []
-    try:
-      while step < num_steps:
-        start = time.monotonic()
-        step += 1
-        state, out = self.step(state, step, position)
-        position += cfg.num_prompts
-        out["seconds_step"] = time.monotonic() - start
-        times.append(out["seconds_step"])
-        self.log.write(step, out)
-        eta = np.mean(times[-5:]) * (num_steps - step)
-        self.print(run_log.progress_line(step, num_steps, out, cfg.turns, eta))
-        if (step % self.config.checkpoint_every == 0 or step == num_steps
-            or self._stop_requested):
-          self._save(step, state, position)
-        if self._stop_requested:
-          self.print(f"SIGTERM: saved step {step}; rerun to resume")
-          break
-    finally:
-      signal.signal(signal.SIGTERM, previous)
+    while step < num_steps:
+      start = time.monotonic()
+      step += 1
+      dump = bool(config.rollouts_every) and step % config.rollouts_every == 0
+      state, out, rows = self.run_step(state, step, position, dump)
+      position += cfg.num_prompts
+      # Every process gets the same answer: all stop after this step.
+      stop = self.stop.agreed()
+      if self._eval_due(step) and not stop:
+        out.update(self.evaluate(step))
+      if dump:
+        self._dump(step, rows)
+      if step % config.checkpoint_every == 0 or step == num_steps or stop:
+        out["seconds_checkpoint"] = self._save(step, state, position)
+      # The training step's wall time; evaluation is timed on its own.
+      out["seconds_step"] = (time.monotonic() - start
+                             - out.get("seconds_eval", 0.0))
+      times.append(out["seconds_step"])
+      self.log.write(step, out)
+      eta = np.mean(times[-5:]) * (num_steps - step)
+      self.print(run_log.progress_line(step, num_steps, out, cfg.turns, eta))
+      if stop:
+        self.ckpt.wait()
+        self.print(f"SIGTERM: stopped after step {step} with its checkpoint "
+                   "saved; rerun to resume")
+        break
+    self.ckpt.wait()
     return self.finish(step)
 
   def finish(self, step: int) -> dict[str, Any]:
     rows = run_log.read_metrics(self.workdir)
+    steps = [r for r in rows if r["step"] > 0]
     summary = {"step": step, "workdir": self.workdir}
-    if rows:
-      quarter = max(1, len(rows) // 4)
-      summary["acc@1_first_quarter"] = run_log.mean_of(rows[:quarter], "acc@1")
-      summary["acc@1_last_quarter"] = run_log.mean_of(rows[-quarter:], "acc@1")
+    if steps:
+      quarter = max(1, len(steps) // 4)
+      summary["acc@1_first_quarter"] = run_log.mean_of(steps[:quarter], "acc@1")
+      summary["acc@1_last_quarter"] = run_log.mean_of(steps[-quarter:], "acc@1")
+      evals = [r for r in rows if "eval/acc@1" in r]
+      if evals:
+        summary["eval"] = {k: v for k, v in evals[-1].items()
+                           if k.startswith("eval/") and k != "eval/levels"}
+        summary["eval"]["step"] = evals[-1]["step"]
       if self.writer:
         summary["plots"] = plots.write_plots(
             rows, self.cfg.turns, os.path.join(self.workdir, "plots"))
@@ -374,5 +327,5 @@ class Trainer:
 
   def close(self) -> None:
     self.log.close()
-    self.ckpt.close()
+    self.ckpt.close()  # waits for a save in flight
     self.env.close()

@@ -54,3 +54,8 @@ def test_one_process_helpers_are_plain():
   copy = distributed.local_copy({"a": x}, {"a": NamedSharding(mesh, P())})
   assert copy["a"].sharding.spec == P()
   np.testing.assert_array_equal(np.asarray(copy["a"]), host)
+
+
+def test_any_process_in_one_process_is_the_flag():
+  assert distributed.any_process(True) is True
+  assert distributed.any_process(False) is False

@@ -1,8 +1,10 @@
+import json
+
 import numpy as np
 import pytest
 
 from configs import leap
-from leap_jax import evaluation, policy as policy_lib
+from leap_jax import evaluation, policy as policy_lib, run_log
 from leap_jax.env.verdict import Status, Timing, Verdict
 from leap_jax.rl.config import RLConfig
 from leap_jax.warmstart import store
@@ -72,3 +74,26 @@ def test_evaluate_counts_turns_levels_and_fast_p(tiny_policy):
   assert res["fast_1"] == pytest.approx(4 / 6) and res["fast_2"] == 0.0
   assert "activated_groups" not in res
   assert res["tasks"] == 3 and res["samples_per_task"] == 2
+
+
+def test_across_processes_in_one_process_is_the_plain_evaluation(tiny_policy):
+  cfg = RLConfig(max_turns=2, max_new_tokens=8, fast_ps=(1.0,))
+  kwargs = dict(num_samples=2, prompts_per_call=2)
+  plain = evaluation.evaluate(tiny_policy, tiny_policy.params, _OkForRelu(),
+                              TASKS, cfg, **kwargs)
+  shared = evaluation.evaluate(tiny_policy, tiny_policy.params, _OkForRelu(),
+                               TASKS, cfg, across_processes=True, **kwargs)
+  plain.pop("seconds"), shared.pop("seconds")
+  assert json.dumps(run_log.json_safe(shared)) == json.dumps(
+      run_log.json_safe(plain))  # (NaN == NaN there)
+
+
+def test_as_metrics_names_the_eval_figures():
+  result = {"tasks": 3, "samples_per_task": 2, "turns": 2, "acc@1": 0.5,
+            "acc@2": 0.75, "turns_per_pass": 1.5, "trajectories": 6.0,
+            "levels": {"level1": {"tasks": 2, "acc@1": 1.0}}, "seconds": 4.5}
+  assert evaluation.as_metrics(result) == {
+      "eval/tasks": 3, "eval/acc@1": 0.5, "eval/acc@2": 0.75,
+      "eval/turns_per_pass": 1.5,
+      "eval/levels": {"level1": {"tasks": 2, "acc@1": 1.0}},
+      "seconds_eval": 4.5}

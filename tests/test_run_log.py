@@ -1,7 +1,9 @@
 import json
 import os
+import struct
 
 import pytest
+from tensorboardX.proto import event_pb2
 
 from leap_jax import run_log
 
@@ -48,3 +50,55 @@ def test_json_safe_nulls_nan_at_any_depth():
                            "c": {"d": 2}})
   assert json.dumps(out, allow_nan=False) == (
       '{"a": null, "b": [1.0, null], "c": {"d": 2}}')
+
+
+def test_scalars_flatten_dicts_and_skip_the_rest():
+  row = {"acc@1": 0.5, "statuses": {"ok": 3, "no_code": 1}, "budgets": [1, 3],
+         "tasks": "x", "eval/levels": {"level1": {"acc@1": 1.0}},
+         "turns_per_pass": float("nan"), "nothing": None, "flag": True}
+  assert run_log.scalars(row) == {
+      "acc@1": 0.5, "statuses/ok": 3.0, "statuses/no_code": 1.0,
+      "eval/levels/level1/acc@1": 1.0, "flag": 1.0}
+
+
+def _tensorboard_scalars(directory):
+  """{tag: [(step, value)]} from the event files (TFRecord framing)."""
+  out = {}
+  for name in sorted(os.listdir(directory)):
+    with open(os.path.join(directory, name), "rb") as f:
+      data = f.read()
+    i = 0
+    while i < len(data):
+      (length,) = struct.unpack("<Q", data[i:i + 8])
+      event = event_pb2.Event.FromString(data[i + 12:i + 12 + length])
+      i += 12 + length + 4
+      for value in event.summary.value:
+        out.setdefault(value.tag, []).append((event.step, value.simple_value))
+  return out
+
+
+class _Sink:
+  def __init__(self):
+    self.rows, self.closed = [], False
+
+  def write(self, step, scalars):
+    self.rows.append((step, dict(scalars)))
+
+  def close(self):
+    self.closed = True
+
+
+def test_tensorboard_and_extra_sinks_get_the_flattened_scalars(tmp_path):
+  sink = _Sink()
+  log = run_log.RunLog(tmp_path, sinks=[sink])
+  log.write(2, {"acc@1": 0.25, "statuses": {"ok": 2}})
+  log.close()
+  assert sink.rows == [(2, {"acc@1": 0.25, "statuses/ok": 2.0})]
+  assert sink.closed
+  # (tensorboardX spells tags with [A-Za-z0-9_./-] only: acc@1 -> acc_1.)
+  assert _tensorboard_scalars(tmp_path / "tensorboard") == {
+      "acc_1": [(2, 0.25)], "statuses/ok": [(2, 2.0)]}
+  quiet = _Sink()
+  run_log.RunLog(tmp_path / "other", writer=False, sinks=[quiet]).write(
+      1, {"a": 1})
+  assert quiet.rows == []

@@ -1,3 +1,5 @@
+import kernels_pallas
+import pytest
 from hypothesis import given, strategies as st
 
 from leap_jax import task_stream
@@ -39,3 +41,17 @@ def test_training_tasks_by_split_prefix_and_id():
     task_stream.training_tasks(kernels_pallas.task_ids("eval")[0])
   with pytest.raises(ValueError, match="names no training task"):
     task_stream.training_tasks("level9")
+
+
+def test_eval_tasks_split_and_names():
+  held_out = kernels_pallas.task_ids("eval")
+  assert task_stream.eval_tasks("eval") == held_out
+  assert task_stream.eval_tasks("all") == kernels_pallas.task_ids()
+  level1 = task_stream.eval_tasks("eval", "level1")
+  assert level1 == [t for t in held_out if t.startswith("level1/")]
+  assert task_stream.eval_tasks("train", "level1/relu, level1/abs") == [
+      "level1/relu", "level1/abs"]
+  with pytest.raises(ValueError, match="eval_split must be one of"):
+    task_stream.eval_tasks("test")
+  with pytest.raises(ValueError, match="names no task of the eval split"):
+    task_stream.eval_tasks("eval", "level1/relu")  # a training task

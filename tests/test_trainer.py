@@ -1,17 +1,25 @@
-"""The training loop on the smoke config: outputs, checkpoints, resumption."""
+"""The training loop on the smoke config: outputs, checkpoints, resumption,
+rollout dumps, evaluation during training."""
 
+import json
 import os
 
 import numpy as np
 import pytest
 
 from configs import leap
-from leap_jax import run_log, trainer as trainer_lib
+from leap_jax import rollout_dump, run_log, run_state, trainer as trainer_lib
 from leap_jax.checkpoints import Checkpoints
 
 STEP_KEYS = {"step", "acc@1", "acc@2", "turns_per_pass", "activated_groups",
              "seconds_rollout", "seconds_env", "seconds_update", "budgets",
-             "env_calls", "tasks", "statuses", "turn1_ok"}
+             "env_calls", "tasks", "statuses", "turn1_ok",
+             "response_length_mean", "response_length_max",
+             "response_cut_share", "entropy", "tokens_per_second",
+             "reward_mean", "reward_std", "advantage_mean", "advantage_std",
+             "advantage_min", "advantage_max", "seconds_step"}
+EVAL_KEYS = {"eval/acc@1", "eval/acc@2", "eval/turns_per_pass", "eval/tasks",
+             "eval/levels", "seconds_eval"}
 
 
 def smoke(tmp, workdir, **overrides):
@@ -21,9 +29,10 @@ def smoke(tmp, workdir, **overrides):
   return config, str(tmp / workdir)
 
 
-def run(config, workdir):
+def run(config, workdir, defaults=None):
   lines = []
-  trainer = trainer_lib.Trainer(config, workdir, print_fn=lines.append)
+  trainer = trainer_lib.Trainer(config, workdir, print_fn=lines.append,
+                                defaults=defaults)
   try:
     return trainer.run(), lines
   finally:
@@ -38,7 +47,8 @@ def tmp(tmp_path_factory):
 @pytest.fixture(scope="module")
 def full_run(tmp):
   config, workdir = smoke(tmp, "full")
-  summary, lines = run(config, workdir)
+  defaults = leap.get_config("smoke")
+  summary, lines = run(config, workdir, defaults)
   return workdir, summary, lines
 
 
@@ -54,6 +64,57 @@ def test_a_run_writes_metrics_checkpoints_plots(full_run):
   assert os.listdir(os.path.join(workdir, "tensorboard"))
   assert summary["step"] == 3 and "acc@1_last_quarter" in summary
   assert any(line.startswith("step 3/3 | acc@1") for line in lines)
+  # Checkpoints hold params, optimizer state and RNG as separate items.
+  assert set(run_state.ITEMS) <= set(
+      os.listdir(os.path.join(workdir, "checkpoints", "3")))
+  for r in rows:
+    assert 0 <= r["response_cut_share"] <= 1 and r["entropy"] >= 0
+    assert r["response_length_max"] >= r["response_length_mean"] > 0
+    assert r["advantage_min"] <= r["advantage_mean"] <= r["advantage_max"]
+    assert sum(r["statuses"].values()) == r["turns_sampled"]
+
+
+def test_the_smoke_run_evaluates_once_at_its_last_step(full_run):
+  workdir, summary, lines = full_run
+  rows = run_log.read_metrics(workdir)
+  assert [EVAL_KEYS <= set(r) for r in rows] == [False, False, True]
+  last = rows[-1]
+  # 2 tasks x 4 samples, up to 2 turns each, no pruning.
+  assert last["eval/tasks"] == 2 and 0 <= last["eval/acc@1"] <= last["eval/acc@2"]
+  assert set(last["eval/levels"]) == {"level1"}
+  assert summary["eval"]["step"] == 3
+  assert any(line.startswith("eval after step 3 | acc@1") for line in lines)
+
+
+def test_rollouts_of_every_step_are_dumped(full_run):
+  workdir, _, _ = full_run
+  rows = run_log.read_metrics(workdir)
+  assert rollout_dump.steps(workdir) == [1, 2, 3]
+  for metrics in rows:
+    dumped = rollout_dump.read(workdir, metrics["step"])
+    assert len(dumped) == metrics["turns_sampled"]
+    assert {d["task"] for d in dumped} == set(metrics["tasks"])
+    counts = {}
+    for d in dumped:
+      counts[d["status"]] = counts.get(d["status"], 0) + 1
+      assert d["answer"] and d["feedback"].startswith("Status: ")
+      assert d["prompt_tokens"] > 0 and 0 < d["tokens"] <= 96
+    assert counts == metrics["statuses"]
+    # Advantages as the update used them: the trained turns are the
+    # non-zero ones.
+    assert sum(d["advantage"] != 0 for d in dumped) == metrics["trained_samples"]
+    turn1 = [d for d in dumped if d["turn"] == 1]
+    assert len(turn1) == 8  # P x G
+
+
+def test_the_resolved_config_is_printed_and_written(full_run, tmp):
+  workdir, _, lines = full_run
+  with open(os.path.join(workdir, "config.json")) as f:
+    saved = json.load(f)
+  assert saved["rl"]["num_samples"] == 4 and saved["variant"] == "smoke"
+  head = [l for l in lines if l.startswith("config: ")]
+  assert head[0].startswith("config: 1 field(s) differ from the smoke")
+  assert f'sft.dir = "{tmp / "warmstart"}"' in head[0]
 
 
 def test_the_policy_learns_something(full_run):
@@ -91,6 +152,18 @@ def test_resuming_continues_exactly_where_it_stopped(tmp, full_run):
   assert [r["step"] for r in resumed] == [1, 2, 3]
   for key in ("tasks", "budgets", "acc@1", "acc@2", "statuses", "loss"):
     assert resumed[2].get(key) == full[2].get(key), key
+  dumped = rollout_dump.read(workdir, 3)
+  assert [d["answer"] for d in dumped] == [
+      d["answer"] for d in rollout_dump.read(full_run[0], 3)]
+
+
+def test_a_refused_resume_names_every_field_that_differs(tmp, full_run):
+  config, _ = smoke(tmp, "full", seed=5)
+  config.model.embed_dim = 32
+  with pytest.raises(ValueError) as e:
+    trainer_lib.Trainer(config, full_run[0])
+  assert "seed: 0 -> 5" in str(e.value)
+  assert "model.embed_dim: 64 -> 32" in str(e.value)
 
 
 def test_bad_config_values_are_named(tmp):
@@ -103,10 +176,28 @@ def test_bad_config_values_are_named(tmp):
     trainer_lib.Trainer(config, workdir)
 
 
-def test_config_changes_ignore_resumable_fields():
-  a = leap.get_config("smoke")
-  b = leap.get_config("smoke")
-  b.num_steps = 99
-  b.rl.learning_rate = 0.5
-  assert trainer_lib.config_changes(a.to_json(), b) == [
-      "rl.learning_rate: 0.001 -> 0.5"]
+def test_missing_model_paths_and_tasks_fail_before_the_environment_starts(
+    tmp, monkeypatch):
+  started = []
+  monkeypatch.setattr(trainer_lib, "make_env",
+                      lambda *a, **k: started.append(1))
+  config = leap.get_config("hf")
+  with pytest.raises(ValueError, match="config.model.path is empty"):
+    trainer_lib.Trainer(config, str(tmp / "hf"))
+  config, workdir = smoke(tmp, "bad_eval", eval_tasks="level9")
+  with pytest.raises(ValueError, match="eval_tasks: 'level9'"):
+    trainer_lib.Trainer(config, workdir)
+  assert not started
+
+
+def test_eval_at_start_is_a_step_0_line_of_its_own(tmp):
+  config, workdir = smoke(tmp, "at_start", num_steps=1, eval_every=0,
+                          eval_at_start=True)
+  summary, lines = run(config, workdir)
+  rows = run_log.read_metrics(workdir)
+  assert [r["step"] for r in rows] == [0, 1]
+  assert set(rows[0]) == {"step", "seconds_eval"} | {
+      k for k in rows[0] if k.startswith("eval/")}
+  assert "eval/acc@1" in rows[0] and "eval/acc@1" not in rows[1]
+  assert summary["acc@1_first_quarter"] == rows[1]["acc@1"]  # step 0 left out
+  assert any(line.startswith("eval after step 0 |") for line in lines)

@@ -63,7 +63,9 @@ class RLConfig:
   num_micro_batches: int = 0    # 0: power-of-two bucket of what is needed
   min_seq_bucket: int = 128     # smallest power-of-two sequence length
   max_seq_len: int = 4096
-  remat: bool | str = False     # model.config.REMAT_POLICIES; True: full
+  # What the backward pass recomputes per layer: none | full | dots
+  # (model.config.REMAT_POLICIES; True/False read as full/none).
+  remat: bool | str = 'none'
   # Adam moments, and an f32 master copy of lower-precision (bf16) params,
   # in this dtype; '' keeps the params' own (master_weights.py).
   optimizer_dtype: str = 'float32'

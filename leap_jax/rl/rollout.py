@@ -199,15 +199,39 @@ def _advantages(ro: Rollout, cfg: RLConfig) -> np.ndarray:
   if cfg.mode == 'multiturn_full':
     return np.asarray(baselines.multiturn_full_advantages(
         ro.ok_PGT, ro.active_PGT, cfg.gamma))
+  return np.asarray(adv_lib.leap_turn_advantages(
+      _leap_rewards(ro, cfg), dcp.turns_used(ro.active_PGT), cfg.turns,
+      cfg.gamma))
+
+
+def _leap_rewards(ro: Rollout, cfg: RLConfig) -> np.ndarray:
+  """r[p,g]: the rank reward (or its speed tie-break variant)."""
   k_PG = rewards.first_success_turn(ro.ok_PGT, ro.active_PGT)
   if cfg.reward == 'speed_tiebreak':
     s_PG = rewards.speedup_at_first_success(ro.speedup_PGT, k_PG)
-    r_PG = rewards.speed_tiebreak_rewards(k_PG, s_PG, cfg.turns,
-                                          cfg.speed_band)
-  else:  # rank; speed_gate already changed what ok means
-    r_PG = rewards.rank_rewards(k_PG, cfg.turns)
-  return np.asarray(adv_lib.leap_turn_advantages(
-      r_PG, dcp.turns_used(ro.active_PGT), cfg.turns, cfg.gamma))
+    return np.asarray(rewards.speed_tiebreak_rewards(k_PG, s_PG, cfg.turns,
+                                                     cfg.speed_band))
+  # rank; speed_gate already changed what ok means
+  return np.asarray(rewards.rank_rewards(k_PG, cfg.turns))
+
+
+def turn_rewards(ro: Rollout, cfg: RLConfig) -> np.ndarray:
+  """r[p,g,t]: the reward each turn's advantage is made from, for reading
+  (rollout dumps): leap the trajectory's rank reward (speed tie-break
+  included) on each of its turns, multiturn_full the discounted return R_t,
+  grpo_single_turn the binary reward; NaN on turns not run."""
+  if cfg.mode == 'grpo_single_turn':
+    r_PGT = np.asarray(baselines.binary_rewards(ro.ok_PGT[:, :, :1]))
+  elif cfg.mode == 'multiturn_full':
+    r_PGT = np.asarray(baselines.turn_returns(ro.ok_PGT, ro.active_PGT,
+                                              cfg.gamma))
+  else:
+    r_PGT = np.broadcast_to(_leap_rewards(ro, cfg)[:, :, None],
+                            ro.ok_PGT.shape)
+  out_PGT = np.full(ro.ok_PGT.shape, np.nan, np.float32)
+  t = r_PGT.shape[-1]
+  out_PGT[:, :, :t] = np.where(ro.active_PGT[:, :, :t], r_PGT, np.nan)
+  return out_PGT
 
 
 def training_samples(ro: Rollout, adv_PGT: np.ndarray) -> list[TurnSample]:

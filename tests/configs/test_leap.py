@@ -1,6 +1,9 @@
+import dataclasses
+
 import pytest
 
 from configs import leap
+from leap_jax.rl.config import RLConfig
 
 
 def test_default_config_has_env_block_and_is_locked():
@@ -13,3 +16,30 @@ def test_default_config_has_env_block_and_is_locked():
 def test_unknown_variant_is_named():
   with pytest.raises(ValueError, match="nope"):
     leap.get_config("nope")
+
+
+@pytest.mark.parametrize("variant", leap.VARIANTS)
+def test_every_rl_field_comes_from_rlconfig(variant):
+  """One source of truth: every RLConfig field is settable, and a variant
+  differs from RLConfig's defaults only where it says so."""
+  config = leap.get_config(variant)
+  fields = {f.name: f.default for f in dataclasses.fields(RLConfig)}
+  assert set(config.rl) == set(fields)
+  changed = {k for k, v in config.rl.items() if v != fields[k]}
+  embedded = {"max_new_tokens", "max_prompt_tokens", "max_seq_len",
+              "learning_rate", "negative_weight", "epochs"}
+  smoke = {"num_prompts", "num_samples", "max_turns", "micro_batch_rows"}
+  assert changed == {"": embedded, "smoke": embedded - {"epochs"} | smoke}.get(
+      variant, set())
+  RLConfig(**config.rl.to_dict())  # valid as it stands
+  config.rl.b2 = 0.95  # formerly not settable from the command line
+  config.rl.fast_ps = (1.0, 3.0)
+
+
+def test_smoke_dumps_every_step_and_evaluates_at_its_last():
+  config = leap.get_config("smoke")
+  assert config.rollouts_every == 1 and config.eval_every == config.num_steps
+  assert not config.eval_at_start
+  default = leap.get_config()
+  assert default.rollouts_every == 1 and default.eval_every == 8
+  assert not default.wandb_project  # off unless asked

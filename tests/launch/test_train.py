@@ -1,6 +1,6 @@
 """train.py / sft.py / evaluate.py end to end in subprocesses (smoke config):
 kill -9 after the first checkpoint and resume, two processes through
-jax.distributed, one-line errors, evaluation."""
+jax.distributed (and SIGTERM to one of them), one-line errors, evaluation."""
 
 import json
 import os
@@ -12,6 +12,8 @@ import sys
 import time
 
 import pytest
+
+from leap_jax import rollout_dump, run_log
 
 CONFIG = "--config=configs/leap.py:smoke"
 
@@ -43,29 +45,43 @@ def _finished_steps(workdir):
   return sorted(int(n) for n in os.listdir(ckpts) if n.isdigit())
 
 
-def test_kill_9_after_first_checkpoint_then_resume(warmstart, tmp_path):
+def test_kill_9_mid_run_then_resume_redoes_steps_once(warmstart, tmp_path):
+  """Checkpoints at steps 2 and 4; killed once step 3 is logged (and
+  dumped): the rerun resumes at 2, drops step 3's line and dump, redoes it."""
   workdir = str(tmp_path / "run")
   args = (CONFIG, f"--config.sft.dir={warmstart}", f"--workdir={workdir}",
-          "--config.num_steps=4")
+          "--config.num_steps=4", "--config.checkpoint_every=2")
   proc = subprocess.Popen(_cmd("train", *args), stdout=subprocess.DEVNULL,
                           stderr=subprocess.DEVNULL, start_new_session=True)
-  deadline = time.monotonic() + 300
-  while max(_finished_steps(workdir), default=0) < 1:
-    assert proc.poll() is None, "train.py ended before its first checkpoint"
-    assert time.monotonic() < deadline, "no checkpoint within 300 s"
+  deadline = time.monotonic() + 600
+  while len(run_log.read_metrics(workdir)) < 3:
+    assert proc.poll() is None, "train.py ended before step 3"
+    assert time.monotonic() < deadline, "no step 3 within 600 s"
     time.sleep(0.2)
   os.killpg(proc.pid, signal.SIGKILL)  # the trainer and its workers
   proc.wait()
-  killed_at = max(_finished_steps(workdir))
-  assert killed_at < 4
+  assert _finished_steps(workdir) == [0, 2]
+  assert rollout_dump.steps(workdir) == [1, 2, 3]
+  first_dump = rollout_dump.read(workdir, 3)
   out = _run("train", *args)
   assert out.returncode == 0, out.stderr[-3000:]
-  assert f"resuming from {workdir}/checkpoints/{killed_at}" in out.stdout
+  assert f"resuming from {workdir}/checkpoints/2" in out.stdout
+  assert ("dropped 1 metrics line(s) and 1 rollout dump(s) past checkpoint 2"
+          in out.stderr)
   summary = json.loads(out.stdout.strip().splitlines()[-1])
   assert summary["step"] == 4  # the uninterrupted run's step count
-  with open(os.path.join(workdir, "metrics.jsonl")) as f:
-    assert [json.loads(line)["step"] for line in f] == [1, 2, 3, 4]
+  # Metrics and rollouts of the redone step appear once.
+  rows = run_log.read_metrics(workdir)
+  assert [r["step"] for r in rows] == [1, 2, 3, 4]
+  assert rollout_dump.steps(workdir) == [1, 2, 3, 4]
+  for r in rows:
+    assert len(rollout_dump.read(workdir, r["step"])) == r["turns_sampled"]
+  # The redo draws the same tasks and samples from the same state and key.
+  assert [d["answer"] for d in rollout_dump.read(workdir, 3)] == [
+      d["answer"] for d in first_dump]
   assert _finished_steps(workdir)[-1] == 4
+  assert sorted(os.listdir(os.path.join(workdir, "checkpoints"))) == [
+      "0", "2", "4"]  # no temporary directory of an interrupted save left
 
   # evaluate.py on the final checkpoint and on the warm start (step 0).
   for step in ("4", "0"):
@@ -79,27 +95,38 @@ def test_kill_9_after_first_checkpoint_then_resume(warmstart, tmp_path):
     assert "level1" in out.stdout.splitlines()[3]  # the per-level row
 
 
-def test_clear_one_line_errors(tmp_path):
-  cases = [
-      (("evaluate", f"--workdir={tmp_path}/nothing"), "no checkpoints in"),
-      (("train", "--config=configs/leap.py:hf",
-        f"--config.model.path={tmp_path}/missing", f"--workdir={tmp_path}/w"),
-       "no such file or directory"),
-      (("train", CONFIG, "--config.rl.mode=leapp", f"--workdir={tmp_path}/w"),
-       "leapp"),
-  ]
-  for (script, *args), message in cases:
-    out = _run(script, *args)
-    assert out.returncode == 2, (script, out.stderr[-2000:])
-    last = out.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"{script}: error: ") and message in last, last
+ERRORS = [
+    ("evaluate", "--workdir={tmp}/nothing", "no checkpoints in {tmp}/nothing"),
+    ("train", "--config=configs/leap.py:hf --config.model.path={tmp}/missing",
+     "{tmp}/missing: no such file or directory"),
+    ("train", "--config=configs/leap.py:hf",
+     "config.model.path is empty: the 'hf' source needs --config.model.path=DIR"),
+    ("train", CONFIG + " --config.rl.mode=leapp", "mode must be one of"),
+    ("train", CONFIG + " --config.rl.num_sampels=3",
+     "unknown config field 'rl.num_sampels' (nearest: rl.num_samples)"),
+    ("train", "--config.rl.bogus=1", "unknown config field 'rl.bogus'"),
+    ("train", "--config=configs/leap.py:smok",
+     "unknown variant 'smok' of configs/leap.py (did you mean 'smoke'?)"),
+    ("train", CONFIG + " --config.eval_tasks=level9",
+     "eval_tasks: 'level9' names no task"),
+    ("sft", "--config.sft.stpes=3",
+     "unknown config field 'sft.stpes' (nearest: sft.steps)"),
+    ("show_rollouts", "--workdir={tmp}/nothing", "no rollout dumps in"),
+]
 
 
-def test_unknown_config_field_is_named(tmp_path):
-  out = _run("train", CONFIG, "--config.rl.num_sampels=3",
-             f"--workdir={tmp_path}/w")
-  assert out.returncode != 0
-  assert "num_sampels" in out.stderr
+@pytest.mark.parametrize("script, args, message", ERRORS,
+                         ids=[f"{e[0]}:{e[2][:30]}" for e in ERRORS])
+def test_clear_one_line_errors(tmp_path, script, args, message):
+  args = args.format(tmp=tmp_path).split() + [f"--workdir={tmp_path}/w"] * (
+      script == "train")
+  out = _run(script, *args)
+  assert out.returncode == 2, (script, out.stderr[-2000:])
+  err = out.stderr.strip().splitlines()
+  assert len(err) == 1, err  # nothing else: no worker was started
+  assert err[0].startswith(f"{script}: error: "), err
+  assert message.format(tmp=tmp_path) in err[0], err
+  assert not os.path.exists(f"{tmp_path}/w")
 
 
 def _free_port() -> int:
@@ -117,8 +144,9 @@ def _digests(stdout: str) -> dict[int, str]:
   return out
 
 
-def _two_processes(args, timeout=900):
-  """train.py on 2 local processes x 4 CPU devices; (returncodes, outs)."""
+def _two_processes(args, while_running=None, timeout=900) -> tuple[str, str]:
+  """train.py as 2 local processes x 4 CPU devices; both must exit 0.
+  while_running(procs) runs while they do. Their stdouts."""
   env = dict(os.environ, JAX_PLATFORMS="cpu",
              XLA_FLAGS="--xla_force_host_platform_device_count=4")
   port = _free_port()
@@ -128,6 +156,8 @@ def _two_processes(args, timeout=900):
       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
       start_new_session=True) for i in range(2)]
   try:
+    if while_running:
+      while_running(procs)
     outs = [p.communicate(timeout=timeout) for p in procs]
   finally:
     for p in procs:
@@ -135,7 +165,7 @@ def _two_processes(args, timeout=900):
         os.killpg(p.pid, signal.SIGKILL)
   for p, (_, err) in zip(procs, outs):
     assert p.returncode == 0, err[-3000:]
-  return [out for out, _ in outs]
+  return outs[0][0], outs[1][0]
 
 
 def test_two_processes_through_jax_distributed_then_one_restores(
@@ -143,7 +173,7 @@ def test_two_processes_through_jax_distributed_then_one_restores(
   workdir = str(tmp_path / "run")
   args = (CONFIG, f"--config.sft.dir={warmstart}", f"--workdir={workdir}",
           "--config.num_steps=2", "--config.debug_param_digest=True")
-  stdout0, stdout1 = _two_processes(args, timeout=600)
+  stdout0, stdout1 = _two_processes(args)
   assert "over 2 process(es), 8 device(s)" in stdout0
   # Identical sampler parameters on both processes after every step, and
   # training moved them.
@@ -155,6 +185,13 @@ def test_two_processes_through_jax_distributed_then_one_restores(
     assert [json.loads(line)["step"] for line in f] == [1, 2]
   assert "step 2/2" in stdout0 and "step 2/2" not in stdout1
   assert len(os.listdir(os.path.join(workdir, "tensorboard"))) == 1
+  # Process 0 dumps both processes' turns; both evaluate their share.
+  rows = run_log.read_metrics(workdir)
+  for r in rows:
+    dumped = rollout_dump.read(workdir, r["step"])
+    assert len(dumped) == r["turns_sampled"]
+    assert {d["p"] for d in dumped} == {0, 1}  # one prompt per process
+  assert rows[-1]["eval/tasks"] == 2 and "eval after step 2" in stdout0
   # A single process (one device) restores the 8-device checkpoint and
   # goes on.
   out = _run("train", *args[:3], "--config.num_steps=3",
@@ -163,6 +200,44 @@ def test_two_processes_through_jax_distributed_then_one_restores(
   assert f"resuming from {workdir}/checkpoints/2" in out.stdout
   assert _digests(out.stdout)[2] == d0[2]  # the same parameters restored
   assert json.loads(out.stdout.strip().splitlines()[-1])["step"] == 3
+
+
+def _last_digest_step(stdout: str) -> int:
+  return max(_digests(stdout))
+
+
+def test_sigterm_to_one_of_two_processes_stops_both_after_the_same_step(
+    warmstart, tmp_path):
+  workdir = str(tmp_path / "run")
+  args = (CONFIG, f"--config.sft.dir={warmstart}", f"--workdir={workdir}",
+          "--config.num_steps=8", "--config.checkpoint_every=100",
+          "--config.eval_every=0", "--config.debug_param_digest=True")
+
+  def sigterm_to_process_1_after_step_1(procs):
+    deadline = time.monotonic() + 600
+    while not run_log.read_metrics(workdir):
+      assert all(p.poll() is None for p in procs), "a process ended early"
+      assert time.monotonic() < deadline, "no step within 600 s"
+      time.sleep(0.2)
+    procs[1].send_signal(signal.SIGTERM)  # the trainer only, not its pool
+
+  stdout0, stdout1 = _two_processes(args, sigterm_to_process_1_after_step_1)
+  stopped = _last_digest_step(stdout0)
+  assert 1 <= stopped < 8
+  assert _last_digest_step(stdout1) == stopped  # the same step on both
+  assert (f"SIGTERM: stopped after step {stopped} with its checkpoint saved"
+          in stdout0)
+  # One checkpoint (besides step 0, the starting policy): the stop's.
+  assert _finished_steps(workdir) == [0, stopped]
+  assert [r["step"] for r in run_log.read_metrics(workdir)] == list(
+      range(1, stopped + 1))
+  # The rerun (here one process) resumes there.
+  out = _run("train", *args[:3], f"--config.num_steps={stopped + 1}",
+             "--config.eval_every=0")
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert f"resuming from {workdir}/checkpoints/{stopped}" in out.stdout
+  assert [r["step"] for r in run_log.read_metrics(workdir)] == list(
+      range(1, stopped + 2))
 
 
 def test_eight_device_mesh_matches_one_device_for_three_steps(warmstart,

@@ -208,3 +208,21 @@ def test_tiny_model_end_to_end(kernel_env):
   moved = max(float(np.max(np.abs(np.asarray(a) - b)))
               for a, b in zip(jax.tree.leaves(new), jax.tree.leaves(before)))
   assert moved > 0 or not np.any(adv)
+
+
+def test_turn_rewards_per_mode(judge):
+  """The rewards the advantages come from, NaN where no turn ran."""
+  nan = np.nan
+  cfg, _, ro = _run('leap', judge)
+  # Rank rewards: easy and hopeless tie (0); middle g0 (turn 1) beats g1.
+  np.testing.assert_array_equal(rollout.turn_rewards(ro, cfg), [
+      [[0, nan, nan], [0, nan, nan]], [[0, nan, nan], [0, nan, nan]],
+      [[1, nan, nan], [-1, -1, nan]]])
+  cfg, _, ro = _run('multiturn_full', judge)
+  # R_t = sum_{i>=t} 0.5^(i-t) s_i: middle g1 fails turn 1, passes turn 2.
+  np.testing.assert_array_equal(rollout.turn_rewards(ro, cfg)[[0, 2]], [
+      [[1, nan, nan], [1, nan, nan]], [[1, nan, nan], [0.5, 1, nan]]])
+  np.testing.assert_array_equal(rollout.turn_rewards(ro, cfg)[1], 0)
+  cfg, _, ro = _run('grpo_single_turn', judge)
+  np.testing.assert_array_equal(rollout.turn_rewards(ro, cfg)[:, :, 0],
+                                [[1, 1], [0, 0], [1, 0]])

@@ -1,0 +1,1 @@
+"""Run configs (`configs/leap.py[:variant]`): data, installed with the package."""
