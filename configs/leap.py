@@ -59,16 +59,19 @@ def rl_config(variant: str) -> ml_collections.ConfigDict:
   """Fields of leap_jax.rl.config.RLConfig (paper defaults: G = 8, T = 3)."""
   embedded = variant in ("", "smoke")
   rl = ml_collections.ConfigDict()
-  rl.mode = "leap"               # leap | multiturn_full | grpo_single_turn
+  rl.mode = "leap"               # preset: leap | multiturn_full | grpo_single_turn
+  # The preset's switches; "" takes the preset's (leap_jax/rl/config.py).
+  rl.pruning = ""                # dcp | none | random
+  rl.reward = ""                 # rank | discounted | binary | speed_tiebreak | speed_gate
+  rl.baseline = ""               # none | group_norm | trloo
   rl.num_prompts = 8             # P per step
   rl.num_samples = 8             # G
   rl.max_turns = 3               # T
   rl.t_min = -1                  # -1: ceil(G/2)
   rl.t_max = -1                  # -1: G - 1
   rl.gamma = 0.5
-  rl.reward = "rank"             # rank | speed_tiebreak | speed_gate
-  rl.speed_p = 1.0               # speed_gate: success needs speedup >= p
-  rl.speed_band = 0.0            # speed_tiebreak: |log s_a/s_b| must exceed it
+  rl.speed_p = 1.0               # speed_gate: success needs speedup > p
+  rl.speed_band = -1.0           # < 0: the calibrated band (per task where measured)
   # Sampling, and the prompt history rule (leap_jax/rl/prompts.py).
   rl.max_new_tokens = 512 if embedded else 1024
   rl.temperature = 1.0

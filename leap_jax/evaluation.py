@@ -27,9 +27,10 @@ def evaluate(policy: Any, params: Any, env: Any, task_ids: Sequence[str],
              cfg: RLConfig, num_samples: int, seed: int = 0,
              prompts_per_call: int = 8) -> dict[str, Any]:
   """Acc@1..T, turns_per_pass, fast_p, overall and per level."""
-  # Success means correct here, whatever reward the run trained with.
-  cfg = cfg.replace(mode="multiturn_full", num_samples=num_samples,
-                    reward="rank")
+  # Success means correct here, whatever reward the run trained with, and
+  # nothing is pruned, whatever pruning it trained with.
+  cfg = cfg.replace(mode="multiturn_full", pruning="none",
+                    num_samples=num_samples, reward="rank")
   sampler_policy = policy.sampler_policy(params, cfg)
   builder = PromptBuilder.from_config(policy.tokenizer, cfg,
                                       backend=env.config.target_backend)
