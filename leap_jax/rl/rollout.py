@@ -145,6 +145,11 @@ def _success(correct_PG: np.ndarray, log_speed_PG: np.ndarray,
   return correct_PG
 
 
+# The rollout key's fold_in tag for random pruning (sampling uses the turn
+# index 0..T-1).
+_PRUNING_STREAM = 1 << 20
+
+
 def budgets_for(cfg: RLConfig, turn1_ok_PG: np.ndarray,
                 dropped_PG: np.ndarray, rng: Any) -> np.ndarray:
   """Turn budgets [P] of the config's pruning (design.md section 2)."""
@@ -157,10 +162,6 @@ def budgets_for(cfg: RLConfig, turn1_ok_PG: np.ndarray,
     budgets = dcp.random_budgets(jax.random.fold_in(rng, _PRUNING_STREAM),
                                  jnp.sum(budgets > 1), p, cfg.turns)
   return np.asarray(budgets)
-
-
-# fold_in tags of the rollout's key: sampling uses the turn index 0..T-1.
-_PRUNING_STREAM = 1 << 20
 
 
 def rollout(task_ids: Sequence[str], policy: Policy, judge: Judge,
