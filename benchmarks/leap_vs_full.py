@@ -1,36 +1,39 @@
-"""LEAP vs full multi-turn RL (and single-turn GRPO): wall clock to equal accuracy.
+"""LEAP vs full multi-turn RL: wall clock to a fixed held-out accuracy, over seeds.
 
-From one warm start (one `config.sft.dir`, made first by launch/sft.py) and
-one seed, each mode trains the same number of steps in its own
-`launch/train.py` subprocess (the command users run; a fresh process each),
-one after the other on this machine. Same seed and data position: step i
-draws the same tasks in every mode. The benchmark then reads each
-DIR/metrics.jsonl and reports per mode the mean seconds per step (rollout
-sampling, environment, update, and the whole step), environment calls,
-Acc@1..T, and the wall clock to reach a target accuracy.
+Per seed s (0..--seeds-1): a warm start of its own (config.seed = s), then
+every mode (leap, multiturn_full, optionally grpo_single_turn) trains from it
+in `launch/train.py` subprocesses, one after the other. Training stops at
+each evaluation step (--eval_every) and `launch/evaluate.py` (another
+process: its time is never in the training clock) measures the checkpoint
+with the unpruned multi-turn protocol on --eval_split (default: the
+held-out eval tasks), the same tasks and sampling seed for every mode. The
+frozen control is step 0: the warm start every mode starts from, which an
+lr = 0 run keeps at every step.
 
-Accuracy is smoothed: a trailing mean over --window steps (defined from
-step --window on), because one step's Acc@t over P*G trajectories is
-noisy. "Final" is the smoothed value at the last step. Target = the lower of leap's and
-multiturn_full's final smoothed Acc@T; wall clock to it = cumulative
-`seconds_step` (the trainer's measured wall per step, compile included) at
-the first step whose smoothed Acc@T reaches it. The same is reported for
-Acc@1, which every mode measures the same way: training-rollout Acc@T is
-not (LEAP prunes turns that multiturn_full samples, and single-turn GRPO
-has only turn 1, so its Acc@t is its Acc@1). --eval_samples evaluates every
-final checkpoint with one unpruned protocol (launch/evaluate.py) for that.
+Target: --target if >= 0, else the frozen control's Acc@T plus
+--target_margin; fixed before any mode is compared, never taken from the
+modes' own results. Per seed and mode, at the first evaluation step whose
+Acc@T reaches the target: the training wall clock (each process's first
+step holds the compilations, so it counts at the median of the run's other
+steps), environment calls and sampled tokens (deterministic axes). Ratios
+are full / leap. A mode that never reaches the target is censored at its
+last step (its ratio is then a bound, flagged). Means over seeds come with
+a paired bootstrap interval (seeds resampled), and the permutation null of
+the mean wall-clock ratio: at every seed and evaluation step the two modes'
+accuracies are swapped at random while each keeps its own clock; null_p is
+the share of swaps whose ratio is at least the observed one.
 
-  python benchmarks/leap_vs_full.py [--steps=8] [--window=3] [--out=DIR]
-      [--modes=leap,multiturn_full,grpo_single_turn] [--eval_samples=0]
-      [--reuse] [--extra=--config.env.num_workers=2 --extra=...]
-  python benchmarks/leap_vs_full.py --quick      # smoke config, ~2 min
+  python benchmarks/leap_vs_full.py [--seeds=3] [--steps=8] [--eval_every=4]
+      [--eval_split=eval] [--eval_samples=4] [--target=-1] [--target_margin=0.05]
+      [--modes=leap,multiturn_full] [--out=DIR] [--extra=--config.X=Y ...]
+  python benchmarks/leap_vs_full.py --quick   # smoke config, 2 seeds x 2 steps
 
-Last stdout line: one JSON object (wallclock_ratio = full / leap to the
-target, acc_gap = full's final Acc@T - leap's, per-mode rows and curves),
-also saved to OUT/leap_vs_full.json.
+Last stdout line: one JSON object (seeds, wallclock_ratio_mean,
+wallclock_ratio_ci_low, env_calls_ratio_mean, acc_gap_mean,
+activated_groups_mean, null_p, and the per-seed details), also saved to
+OUT/leap_vs_full.json.
 """
 
-import itertools
 import json
 import os
 import shutil
@@ -44,188 +47,84 @@ sys.path.insert(0, ROOT)
 from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 
+from configs import leap as leap_config  # noqa: E402
 from leap_jax import run_log  # noqa: E402
 from leap_jax.cli import fail  # noqa: E402
+from leap_jax.comparison import (COMPARED, cumulative, eval_steps,  # noqa: E402
+                                 summarize, text_table)
 
 MODES = ("leap", "multiturn_full", "grpo_single_turn")
-PHASES = ("rollout", "env", "update", "step")
-DEFAULT_STEPS, QUICK_STEPS = 8, 2
 
 _QUICK = flags.DEFINE_bool(
-    "quick", False, f"configs/leap.py:smoke and {QUICK_STEPS} steps per mode.")
-_STEPS = flags.DEFINE_integer(
-    "steps", 0, f"Steps per mode (0: {DEFAULT_STEPS}, or {QUICK_STEPS} "
-    "with --quick).")
-_MODES = flags.DEFINE_list("modes", list(MODES), "Modes to train.")
-flags.register_validator("modes", lambda modes: set(modes) <= set(MODES),
-                         f"--modes takes modes from {', '.join(MODES)}")
-_SEED = flags.DEFINE_integer("seed", 0, "config.seed for every mode.")
-_WINDOW = flags.DEFINE_integer("window", 3,
-                               "Trailing mean over this many steps.")
-_OUT = flags.DEFINE_string(
-    "out", "", "Workdirs, logs and leap_vs_full.json (default: "
-    "runs/leap_vs_full, or runs/leap_vs_full_quick with --quick).")
+    "quick", False, "configs/leap.py:smoke, 2 seeds x 2 steps, evaluated on "
+    "the smoke's training tasks (its held-out tasks are out of its reach).")
+_SEEDS = flags.DEFINE_integer("seeds", 0, "Seeds 0..N-1 (0: 3, or 2 with "
+                              "--quick).")
+_STEPS = flags.DEFINE_integer("steps", 0, "Steps per run (0: 8, or 2 with "
+                              "--quick).")
+_EVAL_EVERY = flags.DEFINE_integer(
+    "eval_every", 0, "Evaluate every this many steps and at the last (0: 4, "
+    "or 2 with --quick).")
+_EVAL_SPLIT = flags.DEFINE_enum(
+    "eval_split", None, ["eval", "train", "all"], "Evaluation tasks "
+    "(default: eval, the held-out split; train with --quick).")
+_EVAL_SAMPLES = flags.DEFINE_integer("eval_samples", 0, "Trajectories per "
+                                     "task (0: 4, or 2 with --quick).")
+_TARGET = flags.DEFINE_float("target", -1.0, "Absolute Acc@T target (< 0: "
+                             "the frozen control's plus --target_margin).")
+_MARGIN = flags.DEFINE_float("target_margin", 0.05, "Added to the frozen "
+                             "control's Acc@T for the target.")
+_MODES = flags.DEFINE_list("modes", list(COMPARED), "Modes to train (leap "
+                           "and multiturn_full are compared).")
+flags.register_validator(
+    "modes", lambda m: set(COMPARED) <= set(m) <= set(MODES),
+    f"--modes must hold {' and '.join(COMPARED)}, and only modes of {MODES}")
+_OUT = flags.DEFINE_string("out", "", "Workdirs, logs and leap_vs_full.json "
+                           "(default: runs/leap_vs_full[_quick]).")
 _SFT_DIR = flags.DEFINE_string(
-    "sft_dir", "", "The shared warm start (default: the config's sft.dir).")
+    "sft_dir", "", "Seed 0's warm start (default: the config's sft.dir); "
+    "seed s > 0 uses it with the suffix _seed<s>.")
 _EXTRA = flags.DEFINE_multi_string(
-    "extra", [], "One more --config.FIELD=VALUE for sft.py and train.py, the "
-    "same for every mode (repeatable).")
-_REUSE = flags.DEFINE_bool(
-    "reuse", False, "Keep existing mode workdirs (train.py resumes them) "
-    "instead of starting each mode afresh.")
-_EVAL_SAMPLES = flags.DEFINE_integer(
-    "eval_samples", 0, "If > 0: evaluate each final checkpoint on the "
-    "training tasks, this many trajectories per task, T turns, no pruning.")
+    "extra", [], "One more --config.FIELD=VALUE for every sft.py and train.py "
+    "(repeatable).")
+_RESAMPLES = flags.DEFINE_integer("resamples", 2000, "Bootstrap resamples "
+                                  "and permutations.")
 
 
-# -- pure functions over metrics rows ----------------------------------------
+def _r(value, digits=3):
+  return None if value is None else round(float(value), digits)
 
 
-def acc_at(row: dict, t: int) -> float:
-  """Acc@t of one step. A mode that logs fewer turns (single-turn GRPO logs
-  only acc@1) has solved by turn t what it solved by its last turn."""
-  for s in range(t, 0, -1):
-    value = row.get(f"acc@{s}")
-    if isinstance(value, (int, float)):
-      return float(value)
-  return float("nan")
-
-
-def step_seconds(row: dict) -> float:
-  """The step's measured wall seconds, else the sum of its phases."""
-  if isinstance(row.get("seconds_step"), (int, float)):
-    return float(row["seconds_step"])
-  return sum(float(row.get(f"seconds_{p}") or 0.0) for p in PHASES[:3])
-
-
-def running_mean(values: list[float], window: int) -> list[float | None]:
-  """Trailing mean over `window` values; None before the first full window
-  (a lucky first step alone must not count as reaching a target)."""
-  return [None if i + 1 < window else sum(values[i + 1 - window:i + 1]) / window
-          for i in range(len(values))]
-
-
-def wall_to_reach(wall_s: list[float], acc: list[float],
-                  target: float | None) -> float | None:
-  """Cumulative wall seconds at the first step with acc >= target (None
-  entries never do); None if no step reaches it."""
-  if target is None:
-    return None
-  for wall, value in zip(wall_s, acc):
-    # The tolerance lets the lower mode's own final value count as reached.
-    if value is not None and value >= target - 1e-9:
-      return wall
-  return None
-
-
-def turns_of(rows_by_mode: dict[str, list[dict]]) -> int:
-  """T: the highest acc@t any mode logged."""
-  return max((int(k[4:]) for rows in rows_by_mode.values() for r in rows
-              for k in r if k.startswith("acc@")), default=1)
-
-
-def _mean(values: list[float]) -> float:
-  return sum(values) / len(values) if values else float("nan")
-
-
-def summarize(rows: list[dict], turns: int, window: int) -> dict:
-  """One mode: mean seconds per phase, env calls, final smoothed Acc@t, and
-  the per-step curves (raw and smoothed) against cumulative wall seconds."""
-  curve = {"step": [r["step"] for r in rows],
-           "wall_s": list(itertools.accumulate(step_seconds(r) for r in rows))}
-  smooth = {}
-  for t in range(1, turns + 1):
-    curve[f"acc@{t}"] = [acc_at(r, t) for r in rows]
-    smooth[f"acc@{t}"] = running_mean(curve[f"acc@{t}"], window)
-  seconds = {p: _mean([step_seconds(r) if p == "step"
-                       else float(r.get(f"seconds_{p}") or 0.0) for r in rows])
-             for p in PHASES}
-  env_calls = sum(float(r.get("env_calls") or 0.0) for r in rows)
-  return {"steps": len(rows), "seconds_per_step": seconds,
-          "env_calls": env_calls, "env_calls_per_step": env_calls / max(1, len(rows)),
-          "policy_calls": sum(float(r.get("policy_calls") or 0.0) for r in rows),
-          "final": {k: v[-1] if v else None for k, v in smooth.items()},
-          "wall_s": curve["wall_s"][-1] if rows else 0.0,
-          "curve": curve, "smooth": smooth}
-
-
-def compare(modes: dict[str, dict], key: str) -> dict:
-  """Target = the lower of leap's and multiturn_full's final `key`; each
-  mode's wall to it; wallclock_ratio = full / leap; acc_gap = full - leap."""
-  leap, full = modes.get("leap"), modes.get("multiturn_full")
-  if not (leap and full and leap["steps"] and full["steps"]):
-    return {"target": None, "wall_to_target_s": {}, "wallclock_ratio": None,
-            "acc_gap": None}
-  target = min(leap["final"][key], full["final"][key])
-  walls = {m: wall_to_reach(s["curve"]["wall_s"], s["smooth"][key], target)
-           for m, s in modes.items()}
-  ratio = (walls["multiturn_full"] / walls["leap"]
-           if walls["leap"] and walls["multiturn_full"] is not None else None)
-  return {"target": target, "wall_to_target_s": walls, "wallclock_ratio": ratio,
-          "acc_gap": full["final"][key] - leap["final"][key]}
-
-
-def _round(value, digits: int):
-  return None if value is None else round(value, digits)
-
-
-def table_rows(modes: dict[str, dict], turns: int, by_acc_t: dict,
-               by_acc_1: dict) -> list[dict]:
-  """One flat row per mode (what the table and the results page show)."""
-  rows = []
-  for mode, s in modes.items():
-    row = {"mode": mode, "steps": s["steps"]}
-    row.update({f"s/step {p}": _round(s["seconds_per_step"][p], 2)
-                for p in PHASES})
-    row["env calls/step"] = _round(s["env_calls_per_step"], 1)
-    row.update({k: _round(v, 3) for k, v in s["final"].items()})
-    row[f"wall to Acc@{turns} target (s)"] = _round(
-        by_acc_t["wall_to_target_s"].get(mode), 1)
-    row["wall to Acc@1 target (s)"] = _round(
-        by_acc_1["wall_to_target_s"].get(mode), 1)
-    rows.append(row)
+def seed_rows(seed: int, accs: dict, totals: dict, reach: dict,
+              turns: int) -> list[dict]:
+  """Table rows of one seed: the frozen control, then every mode."""
+  frozen = accs["leap"][0]
+  rows = [{"seed": seed, "run": "frozen (step 0)", f"acc@{turns}": _r(frozen)}]
+  for mode in accs:
+    at, wall = reach.get(mode), totals[mode]["wall_s"]
+    last = max(wall)  # the last step
+    rows.append({
+        "seed": seed, "run": mode,
+        f"acc@{turns}": " ".join(f"{s}:{accs[mode][s]:.3f}"
+                                 for s in sorted(accs[mode]) if s),
+        "target step": None if at is None else
+        (f">{at['step']}" if at["censored"] else at["step"]),
+        "wall (s)": None if at is None else _r(at["wall_s"], 1),
+        "env calls": None if at is None else int(at["env_calls"]),
+        "tokens": None if at is None else int(at["tokens"]),
+        "s/step": _r(wall[last] / max(1, last), 2)})
   return rows
 
 
-def build_result(rows_by_mode: dict[str, list[dict]], window: int) -> dict:
-  """The benchmark's JSON: headline figures, table rows, per-mode details.
-  Runs shorter than `window` steps are smoothed over their length."""
-  turns = turns_of(rows_by_mode)
-  window = max(1, min([window, *(len(r) for r in rows_by_mode.values() if r)]))
-  modes = {m: summarize(rows, turns, window) for m, rows in rows_by_mode.items()}
-  by_acc_t = compare(modes, f"acc@{turns}")
-  by_acc_1 = compare(modes, "acc@1")
-  return {"benchmark": "leap_vs_full", "turns": turns, "window": window,
-          "wallclock_ratio": by_acc_t["wallclock_ratio"],
-          "acc_gap": by_acc_t["acc_gap"], "target": by_acc_t["target"],
-          "acc1": by_acc_1,
-          "rows": table_rows(modes, turns, by_acc_t, by_acc_1),
-          "modes": modes}
-
-
-def text_table(rows: list[dict]) -> str:
-  """Fixed-width columns; None prints as 'never'."""
-  if not rows:
-    return "(no rows)"
-  headers = list(rows[0])
-  cells = [[("never" if r.get(h) is None else str(r.get(h))) for h in headers]
-           for r in rows]
-  widths = [max(len(h), *(len(c[i]) for c in cells))
-            for i, h in enumerate(headers)]
-  lines = ["  ".join(h.rjust(w) for h, w in zip(headers, widths))]
-  lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in cells]
-  return "\n".join(lines)
-
-
-# -- running the modes -----------------------------------------------------------
+# -- running ----------------------------------------------------------------
 
 
 def run_logged(cmd: list[str], log_path: str) -> float:
-  """Runs cmd from the repository root, its output streamed to stderr and
-  saved to log_path; returns wall seconds; exits with a message on failure."""
+  """Runs cmd from the repository root, output to stderr and log_path;
+  returns wall seconds; exits with a message on failure."""
   start = time.monotonic()
   env = dict(os.environ, PYTHONUNBUFFERED="1")
-  with open(log_path, "w") as log, subprocess.Popen(
+  with open(log_path, "a") as log, subprocess.Popen(
       cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
       text=True) as proc:
     for line in proc.stdout:
@@ -237,10 +136,10 @@ def run_logged(cmd: list[str], log_path: str) -> float:
   return time.monotonic() - start
 
 
-def fresh_workdir(path: str, reuse: bool) -> None:
-  """Removes a previous run of this benchmark there (unless reusing); never
-  a directory that is not a training run."""
-  if reuse or not os.path.exists(path):
+def fresh_workdir(path: str) -> None:
+  """Removes a previous run of this benchmark there; never a directory that
+  is not a training run."""
+  if not os.path.exists(path):
     return
   if not {"metrics.jsonl", "checkpoints"} & set(os.listdir(path)):
     fail("leap_vs_full", f"{path} exists and is not a training run; "
@@ -253,43 +152,62 @@ def last_json(log_path: str) -> dict:
     return json.loads(f.read().strip().splitlines()[-1])
 
 
-def evaluate(workdir: str, samples: int, log_path: str) -> dict:
-  """Acc@t of the final checkpoint on the training tasks, no pruning."""
-  run_logged([sys.executable, os.path.join("launch", "evaluate.py"),
-              f"--workdir={workdir}", "--split=train", f"--num_samples={samples}",
-              "--notiming", "--json"], log_path)
-  result = last_json(log_path)
-  return {k: v for k, v in result.items()
-          if k.startswith("acc@") or k == "turns_per_pass"}
+def _python(script: str, *args: str) -> list[str]:
+  return [sys.executable, os.path.join(*script.split("/")), *args]
 
 
-def run_modes(config: str, steps: int, out: str) -> tuple[dict, dict]:
-  """Makes (or checks) the shared warm start, trains every mode; returns the
-  metrics rows per mode and the run facts (process seconds, ...)."""
-  common = [f"--config={config}", f"--config.seed={_SEED.value}", *_EXTRA.value]
-  if _SFT_DIR.value:
-    common.append(f"--config.sft.dir={os.path.abspath(_SFT_DIR.value)}")
-  facts = {"config": config, "steps": steps, "seed": _SEED.value, "out": out,
-           "extra": _EXTRA.value, "process_s": {}}
-  sft_log = os.path.join(out, "sft.log")
-  facts["warmstart_s"] = run_logged(
-      [sys.executable, os.path.join("launch", "sft.py"), *common], sft_log)
-  facts["sft_dir"] = last_json(sft_log)["dir"]
-  rows_by_mode = {}
-  for mode in _MODES.value:
-    workdir = os.path.join(out, mode)
-    fresh_workdir(workdir, _REUSE.value)
-    os.makedirs(workdir, exist_ok=True)
-    facts["process_s"][mode] = run_logged(
-        [sys.executable, os.path.join("launch", "train.py"), *common,
-         f"--workdir={workdir}", f"--config.rl.mode={mode}",
-         f"--config.num_steps={steps}"], os.path.join(out, f"{mode}.log"))
-    rows_by_mode[mode] = run_log.read_metrics(workdir)[:steps]
-  return rows_by_mode, facts
+class Runner:
+  """Runs one seed's warm start, training segments and evaluations."""
 
+  def __init__(self, config: str, out: str, split: str, samples: int):
+    self.config, self.out, self.split, self.samples = config, out, split, samples
+    self.seconds = {"sft": 0.0, "train": 0.0, "eval": 0.0}
 
-def _fmt(value) -> str:
-  return "none" if value is None else f"{value:.3f}"
+  def common(self, seed: int, sft_dir: str) -> list[str]:
+    return [f"--config={self.config}", f"--config.seed={seed}",
+            f"--config.sft.dir={sft_dir}", *_EXTRA.value]
+
+  def evaluate(self, workdir: str, step: int, log: str) -> dict:
+    self.seconds["eval"] += run_logged(_python(
+        "launch/evaluate.py", f"--workdir={workdir}", f"--step={step}",
+        f"--split={self.split}", f"--num_samples={self.samples}",
+        "--notiming", "--json"), log)
+    return last_json(log)
+
+  def seed(self, seed: int, sft_dir: str, steps: list[int]) -> dict:
+    """accs (mode -> step -> Acc@T), totals, turns, activated groups."""
+    base = os.path.join(self.out, f"seed{seed}")
+    os.makedirs(base, exist_ok=True)
+    common = self.common(seed, sft_dir)
+    self.seconds["sft"] += run_logged(_python("launch/sft.py", *common),
+                                      os.path.join(base, "sft.log"))
+    accs, totals, activated, turns, frozen = {}, {}, [], None, None
+    for mode in _MODES.value:
+      workdir = os.path.join(base, mode)
+      fresh_workdir(workdir)
+      log = os.path.join(base, f"{mode}.log")
+      accs[mode] = {}
+      for step in steps:
+        self.seconds["train"] += run_logged(_python(
+            "launch/train.py", *common, f"--workdir={workdir}",
+            f"--config.rl.mode={mode}", f"--config.num_steps={step}",
+            f"--config.checkpoint_every={step}"), log)
+        if turns is None:
+          # The frozen control: step 0 is the warm start every mode starts
+          # from, evaluated with the same tasks and seed; it alone sets the
+          # target.
+          result = self.evaluate(workdir, 0, log + ".eval")
+          turns, frozen = result["turns"], result[f"acc@{result['turns']}"]
+        accs[mode].setdefault(0, frozen)
+        accs[mode][step] = self.evaluate(workdir, step, log + ".eval")[
+            f"acc@{turns}"]
+      rows = run_log.read_metrics(workdir)[:steps[-1]]
+      first = {1, *(s + 1 for s in steps[:-1])}
+      totals[mode] = cumulative(rows, first)
+      if mode == "leap":
+        activated += [float(r["activated_groups"]) for r in rows]
+    return {"accs": accs, "totals": totals, "turns": turns,
+            "activated": activated}
 
 
 def main(argv):
@@ -297,27 +215,57 @@ def main(argv):
     fail("leap_vs_full", f"unexpected arguments: {argv[1:]}")
   quick = _QUICK.value
   config = "configs/leap.py:smoke" if quick else "configs/leap.py"
-  steps = _STEPS.value or (QUICK_STEPS if quick else DEFAULT_STEPS)
+  num_seeds = _SEEDS.value or (2 if quick else 3)
+  steps = _STEPS.value or (2 if quick else 8)
+  every = _EVAL_EVERY.value or (2 if quick else 4)
+  split = _EVAL_SPLIT.value or ("train" if quick else "eval")
+  samples = _EVAL_SAMPLES.value or (2 if quick else 4)
+  if samples < 2 or steps < 1 or every < 1:
+    fail("leap_vs_full", "--eval_samples must be >= 2, --steps and "
+         "--eval_every >= 1")
   out = os.path.abspath(_OUT.value or os.path.join(
       ROOT, "runs", "leap_vs_full_quick" if quick else "leap_vs_full"))
   os.makedirs(out, exist_ok=True)
-  rows_by_mode, facts = run_modes(config, steps, out)
-  result = build_result(rows_by_mode, _WINDOW.value)
-  result.update(facts)
-  if _EVAL_SAMPLES.value > 0:
-    result["eval"] = {m: evaluate(os.path.join(out, m), _EVAL_SAMPLES.value,
-                                  os.path.join(out, f"{m}_eval.log"))
-                      for m in _MODES.value}
-    ev, key = result["eval"], f"acc@{result['turns']}"
-    if {"leap", "multiturn_full"} <= set(ev):
-      result["eval_acc_gap"] = ev["multiturn_full"][key] - ev["leap"][key]
-  result = run_log.json_safe(result)
-  print(f"{config}, {steps} steps per mode, seed {_SEED.value}, "
-        f"{os.cpu_count()} CPU cores; accuracy: trailing mean over "
-        f"{result['window']} steps; target Acc@{result['turns']} = "
-        f"{_fmt(result['target'])}, wall clock full / leap = "
-        f"{_fmt(result['wallclock_ratio'])}, acc gap = {_fmt(result['acc_gap'])}")
-  print(text_table(result["rows"]))
+  sft_base = os.path.abspath(_SFT_DIR.value) if _SFT_DIR.value else ""
+  runner = Runner(config, out, split, samples)
+  start = time.monotonic()
+  seeds, results, targets = list(range(num_seeds)), [], []
+  for seed in seeds:
+    sft_dir = sft_base or os.path.join(ROOT, leap_config.get_config(
+        "smoke" if quick else "").sft.dir)
+    if seed:
+      sft_dir += f"_seed{seed}"
+    results.append(runner.seed(seed, sft_dir, eval_steps(steps, every)))
+    frozen = results[-1]["accs"]["leap"][0]
+    targets.append(_TARGET.value if _TARGET.value >= 0
+                   else frozen + _MARGIN.value)
+  turns = results[0]["turns"]
+  summary = summarize(seeds, [r["accs"] for r in results],
+                      [r["totals"] for r in results], targets,
+                      [a for r in results for a in r["activated"]],
+                      _RESAMPLES.value)
+  rows = [row for seed, r, s in zip(seeds, results, summary["per_seed"])
+          for row in seed_rows(seed, r["accs"], r["totals"], s["reach"], turns)]
+  result = run_log.json_safe({
+      "benchmark": "leap_vs_full", **summary, "config": config,
+      "steps": steps, "eval_steps": eval_steps(steps, every),
+      "eval_split": split, "eval_samples": samples, "turns": turns,
+      "extra": _EXTRA.value, "rows": rows,
+      "accs": [r["accs"] for r in results],
+      "totals": [r["totals"] for r in results],
+      "process_s": runner.seconds, "seconds": time.monotonic() - start})
+  fmt = lambda v: "none" if v is None else f"{v:.3f}"
+  print(f"{config}, {num_seeds} seeds x {steps} steps, Acc@{turns} on "
+        f"{split} tasks at steps {result['eval_steps']} ({samples} samples, "
+        f"unpruned); {os.cpu_count()} CPU cores")
+  print(text_table(rows))
+  print(f"wall clock full / leap to the target: mean "
+        f"{fmt(result['wallclock_ratio_mean'])} (95% paired bootstrap "
+        f"{fmt(result['wallclock_ratio_ci_low'])}.."
+        f"{fmt(result['wallclock_ratio_ci_high'])}); permutation null: median "
+        f"{fmt(result['null_median'])}, p = {fmt(result['null_p'])}; env calls "
+        f"{fmt(result['env_calls_ratio_mean'])}; acc gap (full - leap, final) "
+        f"{fmt(result['acc_gap_mean'])}")
   with open(os.path.join(out, "leap_vs_full.json"), "w") as f:
     json.dump(result, f, indent=1)
   print(json.dumps(result))

@@ -53,15 +53,15 @@ def slower(source: str) -> str | None:
 
 
 def aa_ratios(env: environment.KernelEnv, task_id: str, repeats: int) -> list[float]:
-  """`repeats` A/A medians of one task; the env's band is left as it was."""
-  saved = env.config, env.band
+  """`repeats` A/A medians of one task; the env's bands are left as they were."""
+  saved = env.config, env.band, env.task_bands
   env.config = dataclasses.replace(env.config, calibration_tasks=(task_id,),
                                    calibration_repeats=repeats)
   try:
     env.calibrate()
     return list(env.calibration_ratios)
   finally:
-    env.config, env.band = saved
+    env.config, env.band, env.task_bands = saved
 
 
 def candidate_runs(env, task_id: str, source: str, repeats: int):

@@ -34,9 +34,10 @@ def evaluate(policy: Any, params: Any, env: Any, task_ids: Sequence[str],
   n-th) with its own params copy and pool, and all get the whole result
   (a collective: all processes call it together).
   """
-  # Success means correct here, whatever reward the run trained with.
-  cfg = cfg.replace(mode="multiturn_full", num_samples=num_samples,
-                    reward="rank")
+  # Success means correct here, whatever reward the run trained with, and
+  # nothing is pruned, whatever pruning it trained with.
+  cfg = cfg.replace(mode="multiturn_full", pruning="none",
+                    num_samples=num_samples, reward="rank")
   sampler_policy = policy.sampler_policy(params, cfg)
   builder = PromptBuilder.from_config(policy.tokenizer, cfg,
                                       backend=env.config.target_backend)

@@ -92,6 +92,7 @@ class KernelEnv:
     self.config = config
     self.pool = pool_lib.WorkerPool(config.pool)
     self.band: float | None = None
+    self.task_bands: dict[str, float] = {}
     self._exports: dict[str, bytes] = {}
     self._references: dict[str, Any] = {}
     _LOG.info(
@@ -241,7 +242,7 @@ class KernelEnv:
     result: compare.Comparison = outcome.judged
     timing_result = None
     if outcome.timing is not None:
-      timing_result = self._timing(outcome.timing)
+      timing_result = self._timing(outcome.timing, self.band_for(task_id))
       if timing_result is None:
         return Verdict(task_id, Status.CRASHED,
                        "Malformed timing message from the worker.",
@@ -250,7 +251,7 @@ class KernelEnv:
                    seconds=outcome.seconds, timing=timing_result,
                    errors=result.errors)
 
-  def _timing(self, message: dict[str, Any]) -> Timing | None:
+  def _timing(self, message: dict[str, Any], band: float) -> Timing | None:
     """The timing a worker reported, or None if the message is malformed."""
     times = timing_lib.RoundTimes(
         _seconds(message.get("a_seconds")), _seconds(message.get("b_seconds")))
@@ -260,14 +261,21 @@ class KernelEnv:
       return None
     est = timing_lib.speedup_estimate(times, self.config.timing_config.bootstrap,
                                   self.config.timing_config.seed)
-    return Timing(speedup=timing_lib.banded_speedup(est.median, self.band),
+    return Timing(speedup=timing_lib.banded_speedup(est.median, band,
+                                                    est.ci_low, est.ci_high),
                   raw_speedup=est.median, ci_low=est.ci_low,
-                  ci_high=est.ci_high, band=self.band, rounds=est.rounds,
+                  ci_high=est.ci_high, band=band, rounds=est.rounds,
                   ref_seconds=est.a_seconds, cand_seconds=est.b_seconds,
                   interpret=self.interpret)
 
+  def band_for(self, task_id: str) -> float:
+    """The task's own A/A band where calibration measured one, else the
+    band pooled over every calibration run."""
+    return self.task_bands.get(task_id, self.band)
+
   def calibrate(self) -> float:
-    """A/A runs of references against themselves; sets the noise band."""
+    """A/A runs of references against themselves; sets the pooled noise
+    band and one band per calibration task (from that task's runs)."""
     jobs = []
     for task_id in self.config.calibration_tasks:
       batch = self._task_batch(kernels_pallas.get_task(task_id))
@@ -276,17 +284,25 @@ class KernelEnv:
       job["aa_calibration"] = True
       jobs += [job] * self.config.calibration_repeats
     outcomes = self.pool.run(jobs, [None] * len(jobs))
-    ratios = []
-    for outcome in outcomes:
+    ratios, by_task = [], {}
+    repeats = self.config.calibration_repeats
+    for i, outcome in enumerate(outcomes):
       if outcome.timing is None:
         raise RuntimeError(f"A/A calibration failed: {outcome.status} "
                            f"{outcome.detail}")
       times = timing_lib.RoundTimes(tuple(outcome.timing["a_seconds"]),
                                 tuple(outcome.timing["b_seconds"]))
       ratios.append(timing_lib.speedup_estimate(times).median)
-    self.band = timing_lib.noise_band(ratios, floor=self.config.band_floor)
+      task_id = self.config.calibration_tasks[i // repeats]
+      by_task.setdefault(task_id, []).append(ratios[-1])
+    floor = self.config.band_floor
+    self.band = timing_lib.noise_band(ratios, floor=floor)
+    self.task_bands = {t: timing_lib.noise_band(r, floor=floor)
+                       for t, r in by_task.items()}
     self.calibration_ratios = ratios
-    _LOG.info("noise band: +-%.1f%% (|log ratio| q95 of %d A/A runs, %s)",
-              100 * self.band, len(ratios),
-              "interpret mode on CPU" if self.interpret else "GPU")
+    _LOG.info("noise band: +-%.1f%% (|log ratio| q95 of %d A/A runs, %s); "
+              "per task: %s", 100 * self.band, len(ratios),
+              "interpret mode on CPU" if self.interpret else "GPU",
+              ", ".join(f"{t} +-{100 * b:.1f}%"
+                        for t, b in self.task_bands.items()))
     return self.band

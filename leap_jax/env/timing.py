@@ -107,6 +107,17 @@ def noise_band(aa_speedups: Sequence[float], quantile: float = 0.95,
   return float(max(floor, np.quantile(logs, quantile)))
 
 
-def banded_speedup(raw: float, band: float) -> float:
-  """`raw` when it lies outside the noise band, else exactly 1.0."""
-  return raw if abs(math.log(raw)) > band else 1.0
+def log_halfwidth(raw: float, ci_low: float, ci_high: float,
+                  band: float) -> float:
+  """A speedup's noise half-width in log space: the larger of the band (the
+  machine's A/A noise) and the estimate's own bootstrap interval."""
+  half = max(math.log(raw / ci_low), math.log(ci_high / raw), 0.0)
+  return max(band, half)
+
+
+def banded_speedup(raw: float, band: float, ci_low: float | None = None,
+                   ci_high: float | None = None) -> float:
+  """`raw` when it lies outside the noise (the band, widened to the
+  interval [ci_low, ci_high] when given), else exactly 1.0."""
+  width = band if ci_low is None else log_halfwidth(raw, ci_low, ci_high, band)
+  return raw if abs(math.log(raw)) > width else 1.0

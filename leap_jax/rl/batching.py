@@ -4,7 +4,15 @@ Every turn is one row: context (task + history, feedback included) then the
 model's response; only response tokens carry loss. Sequence lengths are
 padded to a power of two (>= min_seq_bucket) and rows to
 micro_batch_rows * num_micro_batches, so the train step compiles once per
-(length, micro-batch count) bucket. Arrays come out as [M, R, L].
+(length, micro-batch count) bucket. Arrays come out as [M, B, L] (M
+micro-batches of B rows of L positions).
+
+Advantages are per token: the row's A on its response tokens, 0 on tokens
+the slip guard takes out (grpo.slip_mask). The aggregation weights count
+only tokens that carry gradient: with a KL term every response token does;
+without one, tokens with A = 0 (rows the baseline zeroed, dropped
+trajectories, slip-guarded tokens) do not, so the step size does not
+depend on how many rows a mode leaves without signal.
 """
 
 import dataclasses
@@ -68,6 +76,23 @@ def split(samples: Sequence[TurnSample], parts: int,
           for chunk in np.array_split(order, min(parts, len(samples)))]
 
 
+def _token_advantages(samples: Sequence[TurnSample], seqs, full: int,
+                      cfg: RLConfig) -> tuple[np.ndarray, np.ndarray]:
+  """Response mask and per-token advantages [N, full] (target positions)."""
+  mask = np.zeros((len(samples), full), bool)
+  logp = np.zeros((len(samples), full), np.float32)
+  adv = np.zeros((len(samples), full), np.float32)
+  for i, (prompt, response) in enumerate(seqs):
+    span = slice(len(prompt) - 1, len(prompt) - 1 + len(response))
+    mask[i, span] = True
+    logp[i, span] = np.asarray(samples[i].sampler_logprobs,
+                               np.float32)[:len(response)]
+    adv[i, span] = samples[i].advantage
+  if cfg.slip_prob > 0:
+    adv[np.asarray(grpo.slip_mask(logp, adv, mask, cfg.slip_prob))] = 0.0
+  return mask, adv
+
+
 def _micro_batches(n: int, cfg: RLConfig) -> int:
   needed = -(-n // cfg.micro_batch_rows)
   num_mb = cfg.num_micro_batches or bucket(needed)
@@ -84,12 +109,12 @@ def pack_buckets(samples: Sequence[TurnSample], cfg: RLConfig,
   """Batch dicts, one per length bucket (shortest first); see `pack`.
 
   Short turns are not padded to the longest one's length: each bucket has
-  its own [M, R, L] batch. Aggregation weights are computed over all
+  its own [M, B, L] batch. Aggregation weights are computed over all
   samples together, so the buckets' gradients add up to the one-batch
   gradient (train_step.Update sums them before the optimizer step).
-  skip_zero_advantage leaves out rows with A = 0 after the weights are
-  computed: without a KL term they have no gradient, so the result is the
-  same gradient for less compute ([] if every advantage is 0).
+  skip_zero_advantage leaves out rows without gradient (every token at
+  A = 0, and no KL term): the same gradient for less compute ([] if no row
+  has any).
   """
   if not samples:
     raise ValueError('no samples to pack')
@@ -97,15 +122,14 @@ def pack_buckets(samples: Sequence[TurnSample], cfg: RLConfig,
           for s in samples]
   lengths = [len(p) + len(r) - 1 for p, r in seqs]
   full = max(lengths)
-  mask = np.zeros((len(samples), full), bool)
-  for i, (prompt, response) in enumerate(seqs):
-    mask[i, len(prompt) - 1:len(prompt) - 1 + len(response)] = True
-  weights = np.asarray(grpo.aggregation_weights(mask, cfg.aggregation,
+  mask, adv = _token_advantages(samples, seqs, full, cfg)
+  carries = mask if cfg.kl_beta else mask & (adv != 0.0)
+  weights = np.asarray(grpo.aggregation_weights(carries, cfg.aggregation,
                                                 cfg.loss_norm_length))
   batches = []
   for length, idx in _group_rows(lengths, cfg, by_length).items():
     if skip_zero_advantage:
-      idx = [i for i in idx if samples[i].advantage != 0.0]
+      idx = [i for i in idx if carries[i].any()]
       if not idx:
         continue
     n = _micro_batches(len(idx), cfg) * cfg.micro_batch_rows
@@ -113,7 +137,7 @@ def pack_buckets(samples: Sequence[TurnSample], cfg: RLConfig,
              'targets': np.full((n, length), pad_id, np.int32),
              'mask': np.zeros((n, length), bool),
              'weights': np.zeros((n, length), np.float32),
-             'advantages': np.zeros((n,), np.float32),
+             'advantages': np.zeros((n, length), np.float32),
              'sampler_logp': np.zeros((n, length), np.float32)}
     for row, i in enumerate(idx):
       prompt, response = seqs[i]
@@ -124,9 +148,9 @@ def pack_buckets(samples: Sequence[TurnSample], cfg: RLConfig,
       batch['mask'][row, start:start + len(response)] = True
       w = weights[i, :length]
       batch['weights'][row, :len(w)] = w
+      batch['advantages'][row, :len(w)] = adv[i, :length]
       batch['sampler_logp'][row, start:start + len(response)] = np.asarray(
           samples[i].sampler_logprobs, np.float32)[:len(response)]
-      batch['advantages'][row] = samples[i].advantage
     batches.append({k: v.reshape(n // cfg.micro_batch_rows,
                                  cfg.micro_batch_rows, *v.shape[1:])
                     for k, v in batch.items()})
@@ -137,7 +161,7 @@ def pack(samples: Sequence[TurnSample], cfg: RLConfig,
          pad_id: int = 0) -> dict[str, np.ndarray]:
   """One batch dict: inputs, targets, mask, weights, advantages, sampler_logp.
 
-  targets[r, j] = sequence[j + 1]; mask marks targets that are response
+  targets[b, j] = sequence[j + 1]; mask marks targets that are response
   tokens. Aggregation weights are computed over the whole batch (so
   micro-batches sum to the large-batch loss). Every row is padded to the
   longest sample's bucket.

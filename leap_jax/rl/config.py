@@ -1,33 +1,68 @@
 """RLConfig: the knobs of rollouts, rewards and the GRPO update.
 
-One `mode` field picks the algorithm (design.md section 2):
-  leap             DCP turn budgets + rank reward + per-turn discounted credit
-  multiturn_full   no DCP (every failed trajectory gets T turns), discounted
-                   per-turn returns normalized over the prompt's group
-  grpo_single_turn T = 1, binary reward, group mean/std normalization
+The method is three independent switches (design.md section 2), each
+defaulting to what `mode` (a named preset) says:
+
+  preset            pruning  reward      baseline    turns
+  leap              dcp      rank        none        T
+  multiturn_full    none     discounted  group_norm  T
+  grpo_single_turn  none     binary      group_norm  1
+
+pruning: dcp (turn budgets from turn-1 difficulty) | none (every failed
+  trajectory gets T turns) | random (as many prompts get T turns as DCP
+  would give them, chosen at random).
+reward: rank (pairwise tournament on first-success turns, LEAP's per-turn
+  credit) | discounted (Kevin-style per-turn returns) | binary (solved or
+  not) | speed_tiebreak / speed_gate (rank with speed, design.md section 4;
+  they need timed verdicts: `check_timing`).
+baseline: none (the reward is the advantage; rank rewards are zero-sum) |
+  group_norm (mean/std over the active turns of the prompt's group) |
+  trloo (leave-one-out mean per prompt and turn, no std: Dr. Kernel).
 """
 
 import dataclasses
 import math
 
 MODES = ('leap', 'multiturn_full', 'grpo_single_turn')
-REWARDS = ('rank', 'speed_tiebreak', 'speed_gate')
+PRUNINGS = ('dcp', 'none', 'random')
+REWARDS = ('rank', 'discounted', 'binary', 'speed_tiebreak', 'speed_gate')
+SPEED_REWARDS = ('speed_tiebreak', 'speed_gate')
+BASELINES = ('none', 'group_norm', 'trloo')
 AGGREGATIONS = ('token_mean', 'seq_mean_token_mean', 'seq_mean_token_sum_norm')
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+  """The three switches a preset resolves to."""
+  pruning: str
+  reward: str
+  baseline: str
+
+
+PRESETS = {
+    'leap': Method('dcp', 'rank', 'none'),
+    'multiturn_full': Method('none', 'discounted', 'group_norm'),
+    'grpo_single_turn': Method('none', 'binary', 'group_norm'),
+}
 
 
 @dataclasses.dataclass(frozen=True)
 class RLConfig:
   """Hashable, so jit can take it static."""
-  mode: str = 'leap'
+  mode: str = 'leap'            # the preset; '' switches below take its value
+  pruning: str = ''             # '' | dcp | none | random
+  reward: str = ''              # '' | rank | discounted | binary | speed_*
+  baseline: str = ''            # '' | none | group_norm | trloo
   num_prompts: int = 8          # P
   num_samples: int = 8          # G
   max_turns: int = 3            # T (grpo_single_turn uses 1)
   t_min: int = -1               # -1: ceil(G / 2)
   t_max: int = -1               # -1: G - 1
   gamma: float = 0.5
-  reward: str = 'rank'          # rank | speed_tiebreak | speed_gate (leap)
-  speed_p: float = 1.0          # speed_gate: success needs speedup >= p
-  speed_band: float = 0.0       # speed_tiebreak: |log s_a/s_b| must exceed it
+  speed_p: float = 1.0          # speed_gate: success needs speedup > p
+  # Speed noise in |log speedup|: < 0 takes the environment's calibrated
+  # band (the task's own where calibration measured it); >= 0 overrides it.
+  speed_band: float = -1.0
   fast_ps: tuple[float, ...] = (1.0, 1.2, 1.5, 2.0)
   # Sampling.
   max_new_tokens: int = 1024
@@ -41,6 +76,14 @@ class RLConfig:
   # GRPO update.
   eps_low: float = 0.2
   eps_high: float = 0.28
+  # Dual-clip (Ye et al. 2020, verl's clip_ratio_c): for A < 0 the loss is
+  # at most -A * dual_clip, so an off-policy ratio cannot blow it up.
+  # 0: off.
+  dual_clip: float = 3.0
+  # Slip guard: tokens with A < 0 that the rollout policy sampled with
+  # probability below slip_prob carry no gradient (KernelGYM's
+  # extreme_risk_prob_threshold). 0: off.
+  slip_prob: float = 1e-5
   aggregation: str = 'token_mean'
   norm_length: int = 0          # seq_mean_token_sum_norm; 0: max_new_tokens
   kl_beta: float = 0.0
@@ -71,24 +114,36 @@ class RLConfig:
   optimizer_dtype: str = 'float32'
 
   def __post_init__(self):
-    if self.mode not in MODES:
-      raise ValueError(f'mode must be one of {MODES}, got {self.mode!r}')
-    if self.reward not in REWARDS:
-      raise ValueError(f'reward must be one of {REWARDS}, got {self.reward!r}')
-    if self.aggregation not in AGGREGATIONS:
-      raise ValueError(f'aggregation must be one of {AGGREGATIONS}, got '
-                       f'{self.aggregation!r}')
+    for name, allowed in (('mode', MODES), ('pruning', PRUNINGS + ('',)),
+                          ('reward', REWARDS + ('',)),
+                          ('baseline', BASELINES + ('',)),
+                          ('aggregation', AGGREGATIONS)):
+      if getattr(self, name) not in allowed:
+        raise ValueError(f'rl.{name} must be one of {allowed}, got '
+                         f'{getattr(self, name)!r}')
     if self.num_samples < 2:
       raise ValueError('group methods need num_samples >= 2')
     if not 0.0 <= self.negative_weight <= 1.0:
-      raise ValueError('negative_weight must be in [0, 1], got '
+      raise ValueError('rl.negative_weight must be in [0, 1], got '
                        f'{self.negative_weight}')
+    if not 0.0 <= self.slip_prob < 1.0:
+      raise ValueError(f'rl.slip_prob must be in [0, 1), got {self.slip_prob}')
+    if self.dual_clip and self.dual_clip <= 1.0:
+      raise ValueError('rl.dual_clip must be 0 (off) or > 1, got '
+                       f'{self.dual_clip}')
     if self.mini_batches < 1 or self.epochs < 1:
-      raise ValueError('mini_batches and epochs must be >= 1, got '
+      raise ValueError('rl.mini_batches and rl.epochs must be >= 1, got '
                        f'{self.mini_batches}, {self.epochs}')
 
   def replace(self, **kw) -> 'RLConfig':
     return dataclasses.replace(self, **kw)
+
+  @property
+  def method(self) -> Method:
+    """The preset's switches, with every one set here taking precedence."""
+    preset = PRESETS[self.mode]
+    return Method(self.pruning or preset.pruning, self.reward or preset.reward,
+                  self.baseline or preset.baseline)
 
   @property
   def turns(self) -> int:
@@ -106,3 +161,12 @@ class RLConfig:
   @property
   def loss_norm_length(self) -> int:
     return self.norm_length or self.max_new_tokens
+
+  def check_timing(self, timing: bool) -> None:
+    """ValueError when a speed reward would run on untimed verdicts (every
+    candidate would fail the gate, or the tie-break would silently do
+    nothing). The trainer calls this with config.env.timing."""
+    reward = self.method.reward
+    if reward in SPEED_REWARDS and not timing:
+      raise ValueError(f'rl.reward={reward} needs timed verdicts: set '
+                       '--config.env.timing=True, or choose another reward')

@@ -35,7 +35,7 @@ def rollout_metrics(ok_PGT, active_PGT, budgets_P, speedup_PGT=None,
   out['trajectories'] = float(k_PG.size)
   out['activated_groups'] = float(np.mean(np.asarray(budgets_P) > 1))
   if speedup_PGT is not None:
-    s_PG = np.asarray(rewards.speedup_at_first_success(speedup_PGT, k_PG))
+    s_PG = np.asarray(rewards.at_first_success(speedup_PGT, k_PG))
     for p in fast_ps:
       fast = (k_PG <= t) & np.nan_to_num(s_PG > p, nan=False)
       out[f'fast_{p:g}'] = float(np.mean(fast))

@@ -1,22 +1,25 @@
 """The multi-turn rollout driver and per-turn training samples.
 
 Turn 1: P prompts x G samples in one policy call; verdicts from the judge;
-DCP turns them into budgets (leap), or every prompt gets T (multiturn_full)
-or 1 (grpo_single_turn). Each later turn samples only the trajectories that
-are still active, with their previous answers and feedback in the context,
-in one policy call per turn. The policy and judge are small protocols so
+the config's pruning turns them into budgets (dcp, none: every prompt gets
+T, random: DCP's count of prompts chosen blindly; single-turn: 1). Each
+later turn samples only the trajectories that are still active, with their
+previous answers and feedback in the context, in one policy call per turn. The policy and judge are small protocols so
 tests can script and count them.
 """
 
 import dataclasses
+import math
 from typing import Any, Protocol, Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
+from leap_jax.env import timing as timing_lib
 from leap_jax.model import tokenizer as tokenizer_lib
 from leap_jax.rl import advantages as adv_lib
-from leap_jax.rl import baselines, dcp, rewards
+from leap_jax.rl import dcp, rewards
 from leap_jax.rl.batching import TurnSample
 from leap_jax.rl.config import RLConfig
 from leap_jax.rl.prompts import Attempt, PromptBuilder
@@ -96,28 +99,69 @@ class Rollout:
   ok_PGT: np.ndarray        # success (speed_gate: correct and fast enough)
   active_PGT: np.ndarray
   budgets_P: np.ndarray
-  speedup_PGT: np.ndarray   # NaN where untimed or not evaluated
+  speedup_PGT: np.ndarray   # banded; NaN where untimed or not evaluated
   policy_calls: int
+  # Trajectories the environment failed (harness_error): no gradient, not a
+  # failure for DCP, no tournament points, no further turns.
+  dropped_PG: np.ndarray | None = None
+  log_speed_PGT: np.ndarray | None = None  # log raw speedup; NaN: untimed
+  speed_noise_PGT: np.ndarray | None = None  # log half-width; NaN: untimed
+
+  def __post_init__(self):
+    p, g, t = self.ok_PGT.shape
+    if self.dropped_PG is None:
+      self.dropped_PG = np.zeros((p, g), bool)
+    for name in ('log_speed_PGT', 'speed_noise_PGT'):
+      if getattr(self, name) is None:
+        setattr(self, name, np.full((p, g, t), np.nan, np.float32))
 
   @property
   def tokens_generated(self) -> int:
     return sum(len(r.completion.token_ids) for r in self.records)
 
 
-def _success(verdict: Any, cfg: RLConfig) -> bool:
-  if not verdict.correct:
-    return False
-  if cfg.reward == 'speed_gate':
-    return verdict.speedup is not None and verdict.speedup >= cfg.speed_p
-  return True
+def _is_harness_error(verdict: Any) -> bool:
+  status = getattr(verdict, 'status', None)
+  return str(getattr(status, 'value', status)) == 'harness_error'
 
 
-def budgets_for(cfg: RLConfig, turn1_ok_PG: np.ndarray) -> np.ndarray:
-  p = turn1_ok_PG.shape[0]
-  if cfg.mode == 'leap':
-    t_min, t_max = cfg.dcp_bounds
-    return np.asarray(dcp.turn_budgets(turn1_ok_PG, cfg.turns, t_min, t_max))
-  return np.asarray(dcp.full_budgets(p, cfg.turns))
+def _speed(verdict: Any, cfg: RLConfig) -> tuple[float, float]:
+  """(log raw speedup, its noise half-width); NaN when untimed."""
+  timing = getattr(verdict, 'timing', None)
+  if timing is None:
+    return math.nan, math.nan
+  band = timing.band if cfg.speed_band < 0 else cfg.speed_band
+  return (math.log(timing.raw_speedup),
+          timing_lib.log_halfwidth(timing.raw_speedup, timing.ci_low,
+                                   timing.ci_high, band))
+
+
+def _success(correct_PG: np.ndarray, log_speed_PG: np.ndarray,
+             noise_PG: np.ndarray, cfg: RLConfig) -> np.ndarray:
+  """Correct, and under speed_gate also significantly fast enough."""
+  if cfg.method.reward == 'speed_gate':
+    return np.asarray(rewards.speed_gate_ok(correct_PG, log_speed_PG,
+                                            noise_PG, cfg.speed_p))
+  return correct_PG
+
+
+# The rollout key's fold_in tag for random pruning (sampling uses the turn
+# index 0..T-1).
+_PRUNING_STREAM = 1 << 20
+
+
+def budgets_for(cfg: RLConfig, turn1_ok_PG: np.ndarray,
+                dropped_PG: np.ndarray, rng: Any) -> np.ndarray:
+  """Turn budgets [P] of the config's pruning (design.md section 2)."""
+  p, pruning = turn1_ok_PG.shape[0], cfg.method.pruning
+  if pruning == 'none' or cfg.turns == 1:
+    return np.asarray(dcp.full_budgets(p, cfg.turns))
+  t_min, t_max = cfg.dcp_bounds
+  budgets = dcp.turn_budgets(turn1_ok_PG, cfg.turns, t_min, t_max, dropped_PG)
+  if pruning == 'random':
+    budgets = dcp.random_budgets(jax.random.fold_in(rng, _PRUNING_STREAM),
+                                 jnp.sum(budgets > 1), p, cfg.turns)
+  return np.asarray(budgets)
 
 
 def rollout(task_ids: Sequence[str], policy: Policy, judge: Judge,
@@ -126,7 +170,11 @@ def rollout(task_ids: Sequence[str], policy: Policy, judge: Judge,
   p_n, g_n, t_n = len(task_ids), cfg.num_samples, cfg.turns
   rng = jax.random.key(rng) if isinstance(rng, int) else rng
   ok = np.zeros((p_n, g_n, t_n), bool)
+  correct = np.zeros((p_n, g_n, t_n), bool)
+  dropped = np.zeros((p_n, g_n), bool)
   speed = np.full((p_n, g_n, t_n), np.nan, np.float32)
+  log_speed = np.full((p_n, g_n, t_n), np.nan, np.float32)
+  noise = np.full((p_n, g_n, t_n), np.nan, np.float32)
   history: dict[tuple[int, int], list[Attempt]] = {}
   records: list[TurnRecord] = []
   budgets = np.ones((p_n,), np.int32)
@@ -149,89 +197,53 @@ def rollout(task_ids: Sequence[str], policy: Policy, judge: Judge,
     verdicts = judge.evaluate([(task_ids[p], c.text)
                                for (p, _), c in zip(slots, comps)])
     for (p, g), comp, verdict in zip(slots, comps, verdicts):
-      ok[p, g, t] = _success(verdict, cfg)
+      log_speed[p, g, t], noise[p, g, t] = _speed(verdict, cfg)
+      correct[p, g, t] = verdict.correct
+      dropped[p, g] |= _is_harness_error(verdict)
       if verdict.speedup is not None:
         speed[p, g, t] = verdict.speedup
       records.append(TurnRecord(p, g, t, prompt_of[(p, g)], comp, verdict))
       history.setdefault((p, g), []).append(
           Attempt(comp.text, verdict.feedback))
+    ok[:, :, t] = _success(correct[:, :, t], log_speed[:, :, t],
+                           noise[:, :, t], cfg)
     if t == 0:
-      budgets = budgets_for(cfg, ok[:, :, 0])
-    # Still going: within budget and not yet solved (dcp.active_mask's rule).
-    slots = [(p, g) for p, g in slots if not ok[p, g, t] and budgets[p] > t + 1]
+      budgets = budgets_for(cfg, ok[:, :, 0], dropped, rng)
+    # Still going: within budget, not solved, not dropped (active_mask's rule).
+    slots = [(p, g) for p, g in slots
+             if not (ok[p, g, t] or dropped[p, g]) and budgets[p] > t + 1]
     if not slots:
       break
-  active = np.asarray(dcp.active_mask(budgets, ok))
+  done = ok.copy()
+  for r in records:
+    done[r.p, r.g, r.t] |= _is_harness_error(r.verdict)
+  active = np.asarray(dcp.active_mask(budgets, done))
   ran = np.zeros_like(active)
   for r in records:
     ran[r.p, r.g, r.t] = True
   assert np.array_equal(active, ran), 'driver and dcp.active_mask disagree'
-  return Rollout(list(task_ids), records, ok, active, budgets, speed, calls)
-
-
-def harness_prompts(ro: Rollout) -> np.ndarray:
-  """bool [P]: prompts with a `harness_error` verdict in any turn.
-
-  Such a verdict is the environment's failure, not the model's (design.md):
-  its group's ranks would be wrong, so the whole group gets no gradient.
-  """
-  bad_P = np.zeros((len(ro.task_ids),), bool)
-  for r in ro.records:
-    if getattr(r.verdict, 'status', None) == 'harness_error':
-      bad_P[r.p] = True
-  return bad_P
+  return Rollout(list(task_ids), records, ok, active, budgets, speed, calls,
+                 dropped, log_speed, noise)
 
 
 def advantages(ro: Rollout, cfg: RLConfig) -> np.ndarray:
-  """A[p,g,t] for the config's mode and reward, negatives weighed by
-  `negative_weight`; zero on inactive turns and on groups the environment
-  failed (`harness_prompts`)."""
-  adv_PGT = np.array(adv_lib.weigh_negatives(_advantages(ro, cfg),
-                                             cfg.negative_weight), np.float32)
-  adv_PGT[harness_prompts(ro)] = 0.0
-  return adv_PGT
-
-
-def _advantages(ro: Rollout, cfg: RLConfig) -> np.ndarray:
-  if cfg.mode == 'grpo_single_turn':
-    return np.asarray(baselines.grpo_single_turn_advantages(
-        ro.ok_PGT[:, :, 0]))[:, :, None]
-  if cfg.mode == 'multiturn_full':
-    return np.asarray(baselines.multiturn_full_advantages(
-        ro.ok_PGT, ro.active_PGT, cfg.gamma))
-  return np.asarray(adv_lib.leap_turn_advantages(
-      _leap_rewards(ro, cfg), dcp.turns_used(ro.active_PGT), cfg.turns,
-      cfg.gamma))
-
-
-def _leap_rewards(ro: Rollout, cfg: RLConfig) -> np.ndarray:
-  """r[p,g]: the rank reward (or its speed tie-break variant)."""
-  k_PG = rewards.first_success_turn(ro.ok_PGT, ro.active_PGT)
-  if cfg.reward == 'speed_tiebreak':
-    s_PG = rewards.speedup_at_first_success(ro.speedup_PGT, k_PG)
-    return np.asarray(rewards.speed_tiebreak_rewards(k_PG, s_PG, cfg.turns,
-                                                     cfg.speed_band))
-  # rank; speed_gate already changed what ok means
-  return np.asarray(rewards.rank_rewards(k_PG, cfg.turns))
+  """A[p,g,t] for the config's reward and baseline, negatives weighed by
+  `negative_weight`; zero on inactive turns and on dropped trajectories
+  (a harness_error is the environment's failure, never the model's)."""
+  return adv_lib.turn_advantages(cfg, ro.ok_PGT, ro.active_PGT,
+                                 ~np.asarray(ro.dropped_PG, bool),
+                                 ro.log_speed_PGT, ro.speed_noise_PGT)
 
 
 def turn_rewards(ro: Rollout, cfg: RLConfig) -> np.ndarray:
-  """r[p,g,t]: the reward each turn's advantage is made from, for reading
-  (rollout dumps): leap the trajectory's rank reward (speed tie-break
-  included) on each of its turns, multiturn_full the discounted return R_t,
-  grpo_single_turn the binary reward; NaN on turns not run."""
-  if cfg.mode == 'grpo_single_turn':
-    r_PGT = np.asarray(baselines.binary_rewards(ro.ok_PGT[:, :, :1]))
-  elif cfg.mode == 'multiturn_full':
-    r_PGT = np.asarray(baselines.turn_returns(ro.ok_PGT, ro.active_PGT,
-                                              cfg.gamma))
-  else:
-    r_PGT = np.broadcast_to(_leap_rewards(ro, cfg)[:, :, None],
-                            ro.ok_PGT.shape)
-  out_PGT = np.full(ro.ok_PGT.shape, np.nan, np.float32)
-  t = r_PGT.shape[-1]
-  out_PGT[:, :, :t] = np.where(ro.active_PGT[:, :, :t], r_PGT, np.nan)
-  return out_PGT
+  """r[p,g,t]: what each turn's advantage is made from (before the
+  baseline), for reading (rollout dumps): rank rewards spread over the
+  trajectory's turns as LEAP does, discounted returns R_t, or the binary
+  reward; NaN on turns not run."""
+  r_PGT = np.asarray(adv_lib.turn_rewards(
+      cfg, ro.ok_PGT, ro.active_PGT, ~np.asarray(ro.dropped_PG, bool),
+      ro.log_speed_PGT, ro.speed_noise_PGT), np.float32)
+  return np.where(np.asarray(ro.active_PGT, bool), r_PGT, np.nan)
 
 
 def training_samples(ro: Rollout, adv_PGT: np.ndarray) -> list[TurnSample]:

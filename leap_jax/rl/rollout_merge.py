@@ -43,7 +43,8 @@ def encode(ro: Rollout, extra: dict[str, Any] | None = None) -> bytes:
   arrays = {
       "meta": np.frombuffer(json.dumps(meta).encode(), np.uint8),
       "ok": ro.ok_PGT, "active": ro.active_PGT, "budgets": ro.budgets_P,
-      "speedup": ro.speedup_PGT,
+      "speedup": ro.speedup_PGT, "dropped": ro.dropped_PG,
+      "log_speed": ro.log_speed_PGT, "speed_noise": ro.speed_noise_PGT,
       "pgt": np.array([(r.p, r.g, r.t) for r in recs], np.int32).reshape(-1, 3),
       "prompt_lens": np.array([len(r.prompt_ids) for r in recs], np.int64),
       "prompt_ids": np.array([i for r in recs for i in r.prompt_ids], np.int32),
@@ -83,7 +84,8 @@ def decode(payload: bytes) -> tuple[Rollout, dict[str, Any]]:
                               Completion(comps[i].tolist(), logps[i], ""),
                               verdict))
   ro = Rollout(meta["task_ids"], records, a["ok"], a["active"], a["budgets"],
-               a["speedup"], int(meta["policy_calls"]))
+               a["speedup"], int(meta["policy_calls"]), a["dropped"],
+               a["log_speed"], a["speed_noise"])
   return ro, meta["extra"]
 
 
@@ -108,4 +110,6 @@ def merge(parts: Sequence[Rollout]) -> Rollout:
   cat = lambda name: np.concatenate([getattr(p, name) for p in parts])
   return Rollout([t for p in parts for t in p.task_ids], records,
                  cat("ok_PGT"), cat("active_PGT"), cat("budgets_P"),
-                 cat("speedup_PGT"), max(p.policy_calls for p in parts))
+                 cat("speedup_PGT"), max(p.policy_calls for p in parts),
+                 cat("dropped_PG"), cat("log_speed_PGT"),
+                 cat("speed_noise_PGT"))

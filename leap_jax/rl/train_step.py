@@ -95,7 +95,7 @@ def loss_and_grads(graphdef: nnx.GraphDef, params, batch: Batch,
     loss, aux = grpo.grpo_loss(
         logp_BL, old_BL, mb['advantages'], mb['weights'], mb['mask'],
         mb['ref_logp'] if use_ref else None, eps_low=cfg.eps_low,
-        eps_high=cfg.eps_high, kl_beta=cfg.kl_beta)
+        eps_high=cfg.eps_high, dual_clip=cfg.dual_clip, kl_beta=cfg.kl_beta)
     return loss, (aux, logp_BL)
 
   grad_fn = jax.value_and_grad(loss_fn, has_aux=True)

@@ -80,7 +80,11 @@ def test_timing_is_calibrated_and_labelled(env):
   (verdict,) = env.evaluate([(TASK, vector_add())], timing_on=True)
   assert verdict.status is Status.OK
   assert env.band is not None and 0 < env.band < 1
+  assert set(env.task_bands) == {TASK}  # the calibration task's own band
+  assert env.band_for(TASK) == env.task_bands[TASK]
+  assert env.band_for("level1/relu") == env.band  # pooled where unmeasured
   t = verdict.timing
+  assert t.band == env.band_for(TASK)
   assert t.interpret and t.rounds >= 5 and t.ci_low <= t.raw_speedup <= t.ci_high
   assert "interpret mode on CPU" in verdict.feedback
   assert verdict.to_json()["speedup"] == t.speedup

@@ -31,6 +31,18 @@ def test_banded_speedup(raw, band):
   assert out == (raw if abs(math.log(raw)) > band else 1.0)
 
 
+def test_log_halfwidth_is_the_wider_of_band_and_interval():
+  # Interval [1.0, 1.5] around 1.2: log(1.2) = 0.182 below, log(1.25) =
+  # 0.223 above; the band 0.1 is narrower, 0.3 wider.
+  assert timing.log_halfwidth(1.2, 1.0, 1.5, 0.1) == pytest.approx(
+      math.log(1.25))
+  assert timing.log_halfwidth(1.2, 1.0, 1.5, 0.3) == 0.3
+  # A speedup of 1.25 clears a 0.1 band by itself, not with that interval.
+  assert timing.banded_speedup(1.25, 0.1) == 1.25
+  assert timing.banded_speedup(1.25, 0.1, 1.0, 1.6) == 1.0
+  assert timing.banded_speedup(1.25, 0.1, 1.2, 1.3) == 1.25
+
+
 def test_measure_interleaved_rotates_inputs_and_counts_rounds():
   seen = []
   def a(x):

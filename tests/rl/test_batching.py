@@ -1,4 +1,5 @@
-"""Turn samples -> padded [M, R, L] batches: masks, buckets, truncation."""
+"""Turn samples -> padded [M, B, L] batches: masks, buckets, truncation,
+the slip guard and what the loss denominators count."""
 
 import chex
 import numpy as np
@@ -20,7 +21,7 @@ def test_pack_masks_only_response_tokens():
   b = batching.pack(samples, cfg, pad_id=0)
   # 3 samples, 2 rows each: 2 micro-batches; longest input 4 -> bucket 8.
   chex.assert_shape(b['inputs'], (2, 2, 8))
-  chex.assert_shape(b['advantages'], (2, 2))
+  chex.assert_shape(b['advantages'], (2, 2, 8))
   inputs, targets = b['inputs'].reshape(4, 8), b['targets'].reshape(4, 8)
   mask = b['mask'].reshape(4, 8)
   np.testing.assert_array_equal(inputs[0, :4], [1, 2, 3, 4])
@@ -32,7 +33,9 @@ def test_pack_masks_only_response_tokens():
   assert not mask[3].any()  # padding row
   np.testing.assert_allclose(b['sampler_logp'].reshape(4, 8)[1][mask[1]],
                              [-0.1, -0.2, -0.3], rtol=1e-6)
-  np.testing.assert_allclose(b['advantages'].reshape(-1), [0.5, -1, 1, 0])
+  adv = b['advantages'].reshape(4, 8)
+  np.testing.assert_allclose(adv[mask], [0.5, 0.5, -1, -1, -1, 1])
+  assert not adv[~mask].any()
   # token_mean weights: 1 / 6 response tokens on each of them.
   np.testing.assert_allclose(b['weights'].reshape(4, 8)[mask], 1 / 6)
   assert b['weights'].reshape(4, 8)[~mask].sum() == 0
@@ -82,23 +85,56 @@ def test_pack_buckets_split_by_length_with_global_weights():
   # token_mean over all 8 response tokens, whichever bucket holds them.
   for b in (short, long_):
     np.testing.assert_allclose(b['weights'][b['mask']], 1 / 8)
-  np.testing.assert_allclose(short['advantages'][0], [1, 1])
+  np.testing.assert_allclose(short['advantages'][0][short['mask'][0]], 1)
   np.testing.assert_array_equal(long_['targets'][0, 0][long_['mask'][0, 0]],
                                 [2, 2, 2, 2])
   one = batching.pack(samples, cfg)
   chex.assert_shape(one['inputs'], (2, 2, 16))
 
 
-def test_skipping_zero_advantage_rows_keeps_the_weights():
+def test_denominators_count_only_tokens_that_carry_gradient():
   cfg = RLConfig(micro_batch_rows=2, min_seq_bucket=8)
   samples = [_sample([1], [2, 3], 0.0), _sample([1], [2, 3, 4], 1.0),
              _sample([1] * 12, [2], 0.0)]
   (only,) = batching.pack_buckets(samples, cfg, skip_zero_advantage=True)
-  np.testing.assert_allclose(only['advantages'][0], [1.0, 0.0])
-  # token_mean still divides by all 6 response tokens.
-  np.testing.assert_allclose(only['weights'][only['mask']], 1 / 6)
+  np.testing.assert_allclose(only['advantages'][0, 0][only['mask'][0, 0]], 1)
+  assert not only['mask'][0, 1].any()  # padding: the A = 0 rows are skipped
+  # token_mean: 1 / 3, the one row with A != 0 (not 1 / 6 response tokens).
+  np.testing.assert_allclose(only['weights'][only['mask']], 1 / 3)
+  # The same weights when the zero rows are packed (they get weight 0).
+  both = batching.pack(samples, cfg)
+  m = both['mask'].reshape(-1, both['mask'].shape[-1])
+  w = both['weights'].reshape(m.shape)
+  np.testing.assert_allclose(w[1][m[1]], 1 / 3)
+  assert not w[0].any() and not w[2].any()
+  # seq_mean_token_mean: rows without gradient are not sequences either.
+  seq = batching.pack(samples, cfg.replace(aggregation='seq_mean_token_mean'))
+  np.testing.assert_allclose(seq['weights'].reshape(m.shape)[1][m[1]], 1 / 3)
+  # With a KL term every response token carries gradient: 1 / 6.
+  kl = batching.pack(samples, cfg.replace(kl_beta=0.1))
+  np.testing.assert_allclose(kl['weights'].reshape(m.shape)[m], 1 / 6)
   assert batching.pack_buckets([_sample([1], [2], 0.0)], cfg,
                                skip_zero_advantage=True) == []
+
+
+def test_slip_guard_takes_unlikely_negative_tokens_out():
+  # Sampler probabilities .5, .001, .5 on a failed answer (A = -1) and on a
+  # solved one (A = +1); slip_prob 0.01 guards only the failed answer's
+  # second token: A 0 and weight 0 there, and token_mean divides by 5.
+  probs = np.array([0.5, 0.001, 0.5])
+  failed = batching.TurnSample([1], [2, 3, 4], np.log(probs), -1.0)
+  solved = batching.TurnSample([1], [2, 3, 4], np.log(probs), 1.0)
+  cfg = RLConfig(micro_batch_rows=2, min_seq_bucket=8, slip_prob=0.01)
+  b = batching.pack([failed, solved], cfg)
+  m = b['mask'][0]
+  np.testing.assert_allclose(b['advantages'][0][m], [-1, 0, -1, 1, 1, 1])
+  np.testing.assert_allclose(b['weights'][0][m], [.2, 0, .2, .2, .2, .2])
+  off = batching.pack([failed, solved], cfg.replace(slip_prob=0.0))
+  np.testing.assert_allclose(off['advantages'][0][m], [-1, -1, -1, 1, 1, 1])
+  np.testing.assert_allclose(off['weights'][0][m], 1 / 6)
+  # A row whose every token is guarded carries no gradient: skipped.
+  all_low = batching.TurnSample([1], [2], np.log([0.001]), -1.0)
+  assert batching.pack_buckets([all_low], cfg, skip_zero_advantage=True) == []
 
 
 def test_split_shuffles_into_near_equal_parts():

@@ -32,6 +32,34 @@ def test_budgets_single_turn():
   np.testing.assert_array_equal(dcp.turn_budgets(ok_PG, 1, 1, 1), [1, 1])
 
 
+def test_a_harness_error_is_not_a_failure():
+  # G = 4, t_min 2, t_max 3. Row 0: 2 ok, 1 failure, 1 dropped: n_fail 1,
+  # so the group stays pruned (counting the dropped one would make it 2:
+  # activated). Row 1: 1 ok, 2 failures, 1 dropped: n_fail 2, activated.
+  # Row 2: all four dropped: n_fail 0, pruned.
+  ok_PG = np.array([[1, 1, 0, 0], [1, 0, 0, 0], [0, 0, 0, 0]], bool)
+  dropped_PG = np.array([[0, 0, 0, 1], [0, 0, 0, 1], [1, 1, 1, 1]], bool)
+  np.testing.assert_array_equal(dcp.turn_budgets(ok_PG, 3, 2, 3), [3, 3, 1])
+  np.testing.assert_array_equal(
+      dcp.turn_budgets(ok_PG, 3, 2, 3, dropped_PG), [1, 3, 1])
+
+
+def test_random_budgets_activate_dcps_count_blindly():
+  key = jax.random.key(0)
+  fn = jax.jit(dcp.random_budgets, static_argnums=(2, 3))
+  budgets = np.asarray(fn(key, 3, 8, 3))
+  assert sorted(budgets.tolist()) == [1] * 5 + [3] * 3
+  np.testing.assert_array_equal(fn(key, 3, 8, 3), budgets)  # seeded
+  assert (np.asarray(fn(key, 0, 8, 3)) == 1).all()
+  assert (np.asarray(fn(key, 8, 8, 3)) == 3).all()
+  # Uniform over prompts: each is chosen in about 3/8 of 800 draws
+  # (binomial sd 14; the bounds are 5 sd).
+  draws = jax.vmap(lambda k: dcp.random_budgets(k, 3, 8, 3))(
+      jax.random.split(jax.random.key(1), 800))
+  counts = np.sum(np.asarray(draws) > 1, axis=0)
+  assert (np.abs(counts - 300) < 70).all(), counts
+
+
 def test_budgets_jit_with_static_ints():
   fn = jax.jit(dcp.turn_budgets, static_argnums=(1, 2, 3))
   ok_PG = np.array([[1, 0, 0, 1]], bool)
@@ -57,6 +85,13 @@ def test_active_mask_hand_case():
   np.testing.assert_array_equal(active, want)
   np.testing.assert_array_equal(dcp.turns_used(active),
                                 [[2, 1, 3, 3], [1, 1, 1, 1]])
+
+
+def test_a_dropped_turn_ends_the_trajectory():
+  # done = ok or harness_error: g0 dropped at turn 1, g1 at turn 2.
+  done = np.array([[[1, 0, 0], [0, 1, 0], [0, 0, 0]]], bool)
+  np.testing.assert_array_equal(dcp.active_mask(np.array([3]), done),
+                                [[[1, 0, 0], [1, 1, 0], [1, 1, 1]]])
 
 
 def test_active_mask_single_turn():

@@ -11,7 +11,7 @@ import pytest
 from leap_jax.env import verdict as verdict_lib
 from leap_jax.model import sampler as sampler_lib
 from leap_jax.model import transformer
-from leap_jax.rl import batching, metrics, prompts, rollout, train_step
+from leap_jax.rl import batching, dcp, metrics, prompts, rollout, train_step
 from leap_jax.rl.config import RLConfig
 from tests.rl.conftest import TINY, ByteTokenizer
 
@@ -73,8 +73,8 @@ def judge(kernel_env):
   return CachingJudge(kernel_env)
 
 
-def _run(mode, judge, **kw):
-  cfg = RLConfig(mode=mode, num_samples=2, max_turns=3, **kw)
+def _run(mode, judge, num_samples=2, **kw):
+  cfg = RLConfig(mode=mode, num_samples=num_samples, max_turns=3, **kw)
   tok = ByteTokenizer()
   policy = ScriptedPolicy(tok)
   ro = rollout.rollout([EASY, HOPELESS, MIDDLE], policy, judge,
@@ -114,37 +114,69 @@ def test_dcp_skips_easy_and_hopeless(judge):
 
 
 class FlakyJudge:
-  """`judge`, but the middle task's turn-2 verdict is the harness's fault."""
+  """`judge`, but one request of one call is the harness's fault."""
 
-  def __init__(self, judge):
-    self.judge = judge
+  def __init__(self, judge, call, index):
+    self.judge, self.call, self.index, self.calls = judge, call, index, 0
 
   def evaluate(self, requests):
-    out = self.judge.evaluate(requests)
-    if len(requests) == 1 and requests[0][0] == MIDDLE:
-      return [verdict_lib.Verdict(MIDDLE, verdict_lib.Status.HARNESS_ERROR,
-                                  'worker failed to start twice')]
+    out = list(self.judge.evaluate(requests))
+    if self.calls == self.call:
+      out[self.index] = verdict_lib.Verdict(
+          requests[self.index][0], verdict_lib.Status.HARNESS_ERROR,
+          'worker failed to start twice')
+    self.calls += 1
     return out
 
 
-def test_a_harness_error_takes_its_group_out_of_training(judge):
-  cfg, _, ro = _run('leap', FlakyJudge(judge))
-  np.testing.assert_array_equal(rollout.harness_prompts(ro),
-                                [False, False, True])
-  # Without the fault this group had [[1, 0, 0], [-1, -1, 0]]; now its
-  # ranks would charge the model for the environment's failure.
-  np.testing.assert_allclose(rollout.advantages(ro, cfg), 0)
-  # A fault in another group leaves this one's advantages as they were.
-  cfg, _, ro = _run('leap', judge)
-  assert not rollout.harness_prompts(ro).any()
-  easy = ro.records[0]
-  assert easy.p == 0
-  ro.records[0] = dataclasses.replace(easy, verdict=verdict_lib.Verdict(
-      EASY, verdict_lib.Status.HARNESS_ERROR))
-  np.testing.assert_array_equal(rollout.harness_prompts(ro),
-                                [True, False, False])
+def test_a_harness_error_drops_only_its_trajectory(judge):
+  # G = 3 (DCP bounds 2..2). Middle: g0 solved at once, g1 and g2 broken,
+  # repaired at turn 2; two failures activate the group.
+  cfg, _, ro = _run('leap', judge, num_samples=3)
+  np.testing.assert_array_equal(ro.budgets_P, [1, 1, 3])
+  assert not ro.dropped_PG.any()
+  # k = 1, 2, 2: r = 1, -1/2, -1/2 (every turn of a non-positive reward).
   np.testing.assert_allclose(rollout.advantages(ro, cfg)[2],
-                             [[1, 0, 0], [-1, -1, 0]])
+                             [[1, 0, 0], [-0.5, -0.5, 0], [-0.5, -0.5, 0]])
+  # Middle g2's turn-1 verdict (request 8 of the first call) is the
+  # environment's failure: it is no failure for DCP (one failure left, under
+  # T_min: the group is not activated), g2 is dropped alone and g0, g1 are
+  # ranked between themselves.
+  cfg, policy, ro = _run('leap', FlakyJudge(judge, 0, 8), num_samples=3)
+  np.testing.assert_array_equal(ro.budgets_P, [1, 1, 1])
+  np.testing.assert_array_equal(ro.dropped_PG[2], [False, False, True])
+  assert len(policy.calls) == 1
+  np.testing.assert_allclose(rollout.advantages(ro, cfg)[2],
+                             [[1, 0, 0], [-1, 0, 0], [0, 0, 0]])
+  # A turn-2 fault (g1's repair, request 0 of the second call) ends g1's
+  # trajectory; g2's repair still counts against g0's first-turn success.
+  cfg, policy, ro = _run('leap', FlakyJudge(judge, 1, 0), num_samples=3)
+  np.testing.assert_array_equal(ro.budgets_P, [1, 1, 3])
+  np.testing.assert_array_equal(ro.dropped_PG[2], [False, True, False])
+  np.testing.assert_array_equal(ro.active_PGT[2], [[1, 0, 0], [1, 1, 0],
+                                                   [1, 1, 0]])
+  np.testing.assert_allclose(rollout.advantages(ro, cfg)[2],
+                             [[1, 0, 0], [0, 0, 0], [-1, -1, 0]])
+  samples = rollout.training_samples(ro, rollout.advantages(ro, cfg))
+  assert {(s.sample_index, s.turn) for s in samples
+          if s.prompt_index == 2 and s.advantage} == {(0, 0), (2, 0), (2, 1)}
+
+
+def test_random_pruning_activates_dcps_count(judge):
+  # DCP activates one prompt of three here (the middle one); random pruning
+  # activates one too, a different one for some keys.
+  chosen = set()
+  for seed in range(6):
+    cfg = RLConfig(mode='leap', pruning='random', num_samples=2, max_turns=3)
+    tok = ByteTokenizer()
+    ro = rollout.rollout([EASY, HOPELESS, MIDDLE], ScriptedPolicy(tok), judge,
+                         prompts.PromptBuilder.from_config(tok, cfg), cfg,
+                         rng=seed)
+    assert int(np.sum(ro.budgets_P > 1)) == 1
+    chosen.add(int(np.argmax(ro.budgets_P)))
+    assert np.array_equal(
+        ro.active_PGT, np.asarray(dcp.active_mask(ro.budgets_P, ro.ok_PGT)))
+  assert len(chosen) > 1, chosen
 
 
 def test_multiturn_full_runs_hopeless_prompts_to_the_end(judge):

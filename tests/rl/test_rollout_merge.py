@@ -32,7 +32,13 @@ def _rollout(p_n: int, seed: int) -> Rollout:
   ok = rng.integers(0, 2, (p_n, 2, 3)).astype(bool)
   return Rollout([f"level1/t{seed}_{p}" for p in range(p_n)], records, ok,
                  ~ok, np.full((p_n,), 2, np.int32),
-                 rng.normal(size=(p_n, 2, 3)).astype(np.float32), 2)
+                 rng.normal(size=(p_n, 2, 3)).astype(np.float32), 2,
+                 rng.integers(0, 2, (p_n, 2)).astype(bool),
+                 rng.normal(size=(p_n, 2, 3)).astype(np.float32),
+                 rng.uniform(size=(p_n, 2, 3)).astype(np.float32))
+
+ARRAYS = ("ok_PGT", "active_PGT", "budgets_P", "speedup_PGT", "dropped_PG",
+          "log_speed_PGT", "speed_noise_PGT")
 
 
 def test_encode_decode_round_trip():
@@ -40,7 +46,7 @@ def test_encode_decode_round_trip():
   back, extra = rollout_merge.decode(rollout_merge.encode(ro, {"env": 1.5}))
   assert extra == {"env": 1.5}
   assert back.task_ids == ro.task_ids and back.policy_calls == 2
-  for name in ("ok_PGT", "active_PGT", "budgets_P", "speedup_PGT"):
+  for name in ARRAYS:
     np.testing.assert_array_equal(getattr(back, name), getattr(ro, name))
   assert len(back.records) == 4
   for a, b in zip(ro.records, back.records):
@@ -64,7 +70,9 @@ def test_merge_offsets_prompts_in_process_order():
   merged = rollout_merge.merge([a, b])
   assert merged.task_ids == a.task_ids + b.task_ids
   assert merged.ok_PGT.shape == (3, 2, 3)
-  np.testing.assert_array_equal(merged.ok_PGT[2], b.ok_PGT[0])
+  for name in ARRAYS:
+    np.testing.assert_array_equal(getattr(merged, name)[2],
+                                  getattr(b, name)[0])
   assert [r.p for r in merged.records] == [0, 0, 1, 1, 2, 2]
   assert merged.records[4].completion is b.records[0].completion
   assert rollout_merge.merge([a]) is a
