@@ -117,15 +117,13 @@ def preload() -> None:
   traceback.format_exception(ValueError("warm"))
 
 
-def warm_up(setup: WorkerSetup, full: bool = True) -> None:
-  """After the fork, before the audit hook is armed: the XLA backend and,
-  when `full` (a worker not from the zygote), everything `preload` would
-  have done, by lowering, running and exporting the warm-up kernel."""
+def warm_up(setup: WorkerSetup) -> None:
+  """After the fork, before the audit hook is armed: the XLA backend, then
+  what first use of it sets (compiling, running interpret mode, lowering for
+  the GPU, an exported program; imports too where `preload` did not run),
+  then the state fingerprint. jax sets module state on first use, so the
+  fingerprint comes after it, never before."""
   jax.devices()
-  if not full:
-    # The fingerprint after the backend exists: starting it sets jax state.
-    _BASELINE.append(state_guard.fingerprint())
-    return
   allowlist.import_all()
   closed, _ = jaxpr_tools.trace(_warm_fn, [_WARM_SHAPE])
   runnable = jaxpr_tools.with_pallas_interpret(
@@ -368,7 +366,7 @@ def main(conn, setup: WorkerSetup, scratch: str,
   jail.clean_environment(jail_config)
   report.clean_environment = True
   configure_backend(setup)
-  warm_up(setup, full=not preloaded)
+  warm_up(setup)
   send({"kind": "ready", "forked_at": forked_at, "entered": entered,
         "jailed": jailed, "warm": time.monotonic()})
   for index in range(setup.jobs_per_worker):

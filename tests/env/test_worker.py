@@ -53,7 +53,7 @@ def test_a_full_warm_up_after_preload_imports_nothing_more():
       before = set(sys.modules)
       setup = worker.WorkerSetup()
       worker.configure_backend(setup)
-      worker.warm_up(setup, full=True)
+      worker.warm_up(setup)
       new = sorted(m for m in set(sys.modules) - before
                    if m.split(".")[0] in ("jax", "jaxlib", "scipy", "numpy"))
       print(json.dumps(new))
