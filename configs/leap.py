@@ -4,6 +4,7 @@
   python launch/train.py --config=configs/leap.py:smollm2    # SmolLM2-135M (wheel)
   python launch/train.py --config=configs/leap.py:hf --config.model.path=DIR
   python launch/train.py --config=configs/leap.py:smoke  # seconds; tests, CI
+  python launch/train.py --config=configs/leap.py:testbed  # generated tasks
 
 Override any field on the command line (`--config.rl.num_samples=4`). The
 config is locked: an unknown field is an error that names it.
@@ -11,7 +12,7 @@ config is locked: an unknown field is an error that names it.
 
 import ml_collections
 
-VARIANTS = ("", "smollm2", "hf", "smoke")
+VARIANTS = ("", "smollm2", "hf", "smoke", "testbed")
 
 
 def env_config() -> ml_collections.ConfigDict:
@@ -57,7 +58,7 @@ def model_config(variant: str) -> ml_collections.ConfigDict:
 
 def rl_config(variant: str) -> ml_collections.ConfigDict:
   """Fields of leap_jax.rl.config.RLConfig (paper defaults: G = 8, T = 3)."""
-  embedded = variant in ("", "smoke")
+  embedded = variant in ("", "smoke", "testbed")
   rl = ml_collections.ConfigDict()
   rl.mode = "leap"               # leap | multiturn_full | grpo_single_turn
   rl.num_prompts = 8             # P per step
@@ -131,6 +132,7 @@ def sft_config() -> ml_collections.ConfigDict:
   sft.warmup_steps = 10
   sft.seq_len = 1024
   sft.repairs_per_task = 2       # mutated solutions per task (env-judged)
+  sft.tasks = ""                 # task set of the warm start; "": train_tasks
   sft.dir = "runs/warmstart"     # cached here; train.py makes it if missing
   return sft
 
@@ -151,6 +153,15 @@ def smoke(config: ml_collections.ConfigDict) -> None:
                     warmup_steps=4, seq_len=256, repairs_per_task=1,
                     dir="runs/warmstart_smoke")
   config.env.update(num_workers=1, trials=1)
+
+
+def testbed(config: ml_collections.ConfigDict) -> None:
+  """The embedded policy on the generated families (kernels_pallas/generated,
+  WORKSPACE.md "The testbed"): warm-started on a part of their training
+  split, trained on all of it, held out: gen:eval (unseen op combinations
+  and shapes)."""
+  config.train_tasks = "gen:train"
+  config.sft.update(tasks="gen:train:600", dir="runs/warmstart_testbed")
 
 
 def get_config(variant: str = "") -> ml_collections.ConfigDict:
@@ -176,5 +187,7 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   config.sharding_rules = SHARDING_RULES
   if variant == "smoke":
     smoke(config)
+  if variant == "testbed":
+    testbed(config)
   config.lock()
   return config

@@ -16,28 +16,13 @@ import kernels_pallas
 
 
 def training_tasks(spec: str) -> list[str]:
-  """Task ids a run trains on: "train" (the split), or comma-separated ids
-  and level prefixes ("level1", "level2/softmax_relu"), all from the
-  training split (the eval split is held out from training)."""
-  train = kernels_pallas.task_ids("train")
-  if spec.strip() == "train":
-    return train
-  held_out = set(kernels_pallas.task_ids("eval"))
-  out = []
-  for item in (s.strip() for s in spec.split(",")):
-    if not item:
-      continue
-    if item in held_out:
-      raise ValueError(f"train_tasks: {item} is in the eval split, which is "
-                       f"held out from training")
-    picked = [t for t in train if t == item or t.startswith(item.rstrip("/") + "/")]
-    if not picked:
-      raise ValueError(f"train_tasks: {item!r} names no training task "
-                       f"(python launch/check_kernel.py --list)")
-    out += [t for t in picked if t not in out]
-  if not out:
-    raise ValueError("train_tasks is empty")
-  return out
+  """Task ids a run trains on: a task-set spec (kernels_pallas.task_sets:
+  "train", "gen:train", ids, prefixes such as "level1"), from the training
+  split only (the eval split is held out from training)."""
+  try:
+    return kernels_pallas.resolve_tasks(spec, split="train")
+  except ValueError as e:
+    raise ValueError(f"train_tasks: {e}") from None
 
 
 def tasks_at(task_ids: Sequence[str], seed: int, position: int,

@@ -233,9 +233,6 @@ def confine(job: dict[str, Any], setup: WorkerSetup) -> bool:
   """Applies every sandbox layer; True if the network namespace took."""
   scratch = tempfile.mkdtemp(prefix="leap_cand_")
   os.chdir(scratch)
-  linecache.cache[CANDIDATE_FILENAME] = (
-      len(job["source"]), None, job["source"].splitlines(True),
-      CANDIDATE_FILENAME)
   isolated = setup.isolate_network and sandbox.isolate_network()
   if not setup.keep_stdio:
     sandbox.silence_stdio()
@@ -243,6 +240,13 @@ def confine(job: dict[str, Any], setup: WorkerSetup) -> bool:
   sandbox.block_threads()
   sandbox.install_audit_hook(scratch, sandbox.read_roots(), CANDIDATE_FILENAME)
   return isolated
+
+
+def _show_source_in_tracebacks(source: str) -> None:
+  # Per job: a reused worker would otherwise quote its first candidate's
+  # lines in a later candidate's traceback.
+  linecache.cache[CANDIDATE_FILENAME] = (
+      len(source), None, source.splitlines(True), CANDIDATE_FILENAME)
 
 
 def main(conn, setup: WorkerSetup) -> None:
@@ -255,6 +259,7 @@ def main(conn, setup: WorkerSetup) -> None:
   send({"kind": "ready"})
   for index in range(setup.jobs_per_worker):
     job = conn.recv()
+    _show_source_in_tracebacks(job["source"])
     if index == 0:
       isolated = confine(job, setup)
     send({"kind": "started", "network_isolated": isolated})

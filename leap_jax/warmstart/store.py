@@ -52,9 +52,23 @@ def embedded_model_config(model: ml_collections.ConfigDict) -> model_config.Mode
       family="llama")
 
 
+def warm_start_tasks(config: ml_collections.ConfigDict,
+                     run_task_ids: Sequence[str]) -> list[str]:
+  """What the warm start learns from: the task set config.sft.tasks
+  (training split only), or the run's training tasks when it is empty."""
+  spec = config.sft.get("tasks", "")
+  if not spec:
+    return list(run_task_ids)
+  try:
+    return kernels_pallas.resolve_tasks(spec, split="train")
+  except ValueError as e:
+    raise ValueError(f"sft.tasks: {e}") from None
+
+
 def settings(config: ml_collections.ConfigDict,
              task_ids: Sequence[str]) -> dict[str, Any]:
-  """Everything that determines the warm start's result."""
+  """Everything that determines the warm start's result (task_ids: the
+  warm start's own, warm_start_tasks)."""
   return {"seed": config.seed,
           "model": {f: config.model[f] for f in MODEL_FIELDS},
           "sft": {f: config.sft[f] for f in SFT_FIELDS + DATA_FIELDS},
@@ -86,7 +100,8 @@ def load(directory: str, config: ml_collections.ConfigDict,
   if info is None:
     raise WarmStartError(f"no finished warm start in {directory} "
                          f"(make one: python launch/sft.py --config=...)")
-  diff = _first_difference(settings(config, task_ids), info["settings"])
+  diff = _first_difference(
+      settings(config, warm_start_tasks(config, task_ids)), info["settings"])
   if diff:
     raise WarmStartError(
         f"the warm start in {directory} was made with other settings ({diff}); "
@@ -107,9 +122,8 @@ def make(directory: str, config: ml_collections.ConfigDict,
          task_ids: Sequence[str], env: Any) -> dict[str, Any]:
   """Tokenizer, SFT data (real env feedback), fine-tuning; returns the info."""
   start = time.monotonic()
-  held_out = set(task_ids) & set(kernels_pallas.task_ids("eval"))
-  if held_out:
-    raise ValueError(f"eval tasks may not be used for the warm start: {held_out}")
+  task_ids = warm_start_tasks(config, task_ids)
+  corpus.check_training_only(task_ids)
   if os.path.exists(directory):
     strangers = set(os.listdir(directory)) - set(OWN_ENTRIES)
     if strangers:
