@@ -133,6 +133,7 @@ def sft_config() -> ml_collections.ConfigDict:
   sft.seq_len = 1024
   sft.repairs_per_task = 2       # mutated solutions per task (env-judged)
   sft.tasks = ""                 # task set of the warm start; "": train_tasks
+  sft.split_lines = False        # tokenizer merges stop at line ends
   sft.dir = "runs/warmstart"     # cached here; train.py makes it if missing
   return sft
 
@@ -161,7 +162,8 @@ def testbed(config: ml_collections.ConfigDict) -> None:
   split, trained on all of it, held out: gen:eval (unseen op combinations
   and shapes)."""
   config.train_tasks = "gen:train"
-  config.sft.update(tasks="gen:train:600", dir="runs/warmstart_testbed")
+  config.sft.update(tasks="gen:train:600", split_lines=True,
+                    dir="runs/warmstart_testbed")
 
 
 def get_config(variant: str = "") -> ml_collections.ConfigDict:

@@ -38,7 +38,10 @@ OWN_ENTRIES = ("tokenizer", "params", INFO_FILE, INFO_FILE + ".tmp")
 MODEL_FIELDS = ("vocab_size", "embed_dim", "num_layers", "num_heads",
                 "num_kv_heads", "head_dim", "mlp_dim", "max_position", "dtype")
 SFT_FIELDS = ("steps", "batch_tokens", "learning_rate", "warmup_steps", "seq_len")
-DATA_FIELDS = ("repairs_per_task",)
+DATA_FIELDS = ("repairs_per_task", "split_lines")
+# Settings added after warm starts were made: a stored warm start without
+# one was made with its default.
+ADDED_DEFAULTS = {"sft": {"split_lines": False}}
 
 
 class WarmStartError(RuntimeError):
@@ -69,10 +72,11 @@ def settings(config: ml_collections.ConfigDict,
              task_ids: Sequence[str]) -> dict[str, Any]:
   """Everything that determines the warm start's result (task_ids: the
   warm start's own, warm_start_tasks)."""
+  sft_block = {f: config.sft.get(f, ADDED_DEFAULTS["sft"].get(f))
+               for f in SFT_FIELDS + DATA_FIELDS}
   return {"seed": config.seed,
           "model": {f: config.model[f] for f in MODEL_FIELDS},
-          "sft": {f: config.sft[f] for f in SFT_FIELDS + DATA_FIELDS},
-          "task_ids": list(task_ids)}
+          "sft": sft_block, "task_ids": list(task_ids)}
 
 
 def _first_difference(want: Any, have: Any, path: str = "") -> str | None:
@@ -100,8 +104,11 @@ def load(directory: str, config: ml_collections.ConfigDict,
   if info is None:
     raise WarmStartError(f"no finished warm start in {directory} "
                          f"(make one: python launch/sft.py --config=...)")
+  stored = info["settings"]
+  for block, defaults in ADDED_DEFAULTS.items():
+    stored[block] = {**defaults, **stored.get(block, {})}
   diff = _first_difference(
-      settings(config, warm_start_tasks(config, task_ids)), info["settings"])
+      settings(config, warm_start_tasks(config, task_ids)), stored)
   if diff:
     raise WarmStartError(
         f"the warm start in {directory} was made with other settings ({diff}); "
@@ -134,7 +141,8 @@ def make(directory: str, config: ml_collections.ConfigDict,
   tasks = [kernels_pallas.get_task(t) for t in task_ids]
   tokenizer = embedded_tokenizer.train(
       corpus.task_texts(tasks), config.model.vocab_size,
-      os.path.join(directory, "tokenizer"))
+      os.path.join(directory, "tokenizer"),
+      split_lines=config.sft.get("split_lines", False))
   stop_id = embedded_tokenizer.stop_token_ids(tokenizer)[0]
   _LOG.info("warm start: tokenizer of %d tokens trained", len(tokenizer))
   t = time.monotonic()
