@@ -4,6 +4,7 @@
   python launch/train.py --config=configs/leap.py:smollm2    # SmolLM2-135M (wheel)
   python launch/train.py --config=configs/leap.py:hf --config.model.path=DIR
   python launch/train.py --config=configs/leap.py:smoke  # seconds; tests, CI
+  python launch/train.py --config=configs/leap.py:testbed  # generated tasks
 
 Override any field on the command line (`--config.rl.num_samples=4`). The
 config is locked: an unknown field is an error that names the nearest
@@ -18,7 +19,7 @@ import ml_collections
 
 from leap_jax.rl.config import RLConfig
 
-VARIANTS = ("", "smollm2", "hf", "smoke")
+VARIANTS = ("", "smollm2", "hf", "smoke", "testbed")
 
 
 def env_config() -> ml_collections.ConfigDict:
@@ -76,7 +77,7 @@ def rl_config(variant: str) -> ml_collections.ConfigDict:
       f.name: (f.default if f.default is not dataclasses.MISSING
                else f.default_factory())
       for f in dataclasses.fields(RLConfig)})
-  if variant in ("", "smoke"):
+  if variant in ("", "smoke", "testbed"):
     # The embedded policy: short answers and prompts.
     rl.update(max_new_tokens=512, max_prompt_tokens=512, max_seq_len=1024)
     # It (0.7M params, memorised solutions) fails mostly by slips of
@@ -126,6 +127,8 @@ def sft_config() -> ml_collections.ConfigDict:
   sft.warmup_steps = 10
   sft.seq_len = 1024
   sft.repairs_per_task = 2       # mutated solutions per task (env-judged)
+  sft.tasks = ""                 # task set of the warm start; "": train_tasks
+  sft.split_lines = False        # tokenizer merges stop at line ends
   sft.dir = "runs/warmstart"     # cached here; train.py makes it if missing
   return sft
 
@@ -156,6 +159,16 @@ def smoke(config: ml_collections.ConfigDict) -> None:
   config.eval_split = "train"
   config.eval_tasks = config.train_tasks
   config.eval_samples = config.rl.num_samples
+
+
+def testbed(config: ml_collections.ConfigDict) -> None:
+  """The embedded policy on the generated families (kernels_pallas/generated,
+  WORKSPACE.md "The testbed"): warm-started on a part of their training
+  split, trained on all of it, held out: gen:eval (unseen op combinations
+  and shapes)."""
+  config.train_tasks = "gen:train"
+  config.sft.update(tasks="gen:train:600", split_lines=True,
+                    dir="runs/warmstart_testbed")
 
 
 def get_config(variant: str = "") -> ml_collections.ConfigDict:
@@ -206,5 +219,7 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   config.sharding_rules = SHARDING_RULES
   if variant == "smoke":
     smoke(config)
+  if variant == "testbed":
+    testbed(config)
   config.lock()
   return config

@@ -6,7 +6,10 @@ A task module `kernels_pallas/levelN/name.py` defines:
   make_inputs(key)         -> tuple of arrays, in the order `kernel` takes them
   reference(*inputs)       plain jnp, the ground truth
   solution(*inputs)        Pallas kernels (no `interpret=`), passes the environment
-Its id is "levelN/name".
+Its id is "levelN/name". Generated tasks (kernels_pallas/generated) have no
+module: their reference and solution are source text made from a spec, and
+their ids start with "gen/". `resolve_tasks` (task_sets.py) turns task-set
+names ("train", "gen:eval", ids, prefixes) into ids.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 import jax
 
 LEVELS = ("level1", "level2", "level3")
+GENERATED_PREFIX = "gen/"
 
 # Held out from training; stable across releases (append, never reshuffle).
 EVAL_TASK_IDS = frozenset({
@@ -54,17 +58,28 @@ class Task:
   solution: Callable[..., Any]
   atol: float
   rtol: float
+  # Generated tasks: the texts their callables were made from, and the
+  # split of their spec (hand-written tasks: their module, EVAL_TASK_IDS).
+  reference_text: str | None = None
+  candidate_text: str | None = None
+  held_out: bool | None = None
 
   @property
   def split(self) -> str:
-    return "eval" if self.task_id in EVAL_TASK_IDS else "train"
+    held_out = (self.task_id in EVAL_TASK_IDS if self.held_out is None
+                else self.held_out)
+    return "eval" if held_out else "train"
 
   @property
   def reference_source(self) -> str:
+    if self.reference_text is not None:
+      return self.reference_text
     return inspect.getsource(self.reference)
 
   @property
   def solution_source(self) -> str:
+    if self.candidate_text is not None:
+      return self.candidate_text
     return inspect.getsource(inspect.getmodule(self.solution))
 
   @property
@@ -72,8 +87,11 @@ class Task:
     """The solution as a model would answer: kernels, constants, `kernel`.
 
     Drops the task plumbing (description, tolerances, inputs, reference and
-    imports of this package, which candidates may not use).
+    imports of this package, which candidates may not use). A generated
+    task's text is already in that form.
     """
+    if self.candidate_text is not None:
+      return self.candidate_text
     return candidate_source(self.solution_source)
 
   def input_shapes(self) -> tuple[jax.ShapeDtypeStruct, ...]:
@@ -142,7 +160,8 @@ def _all() -> dict[str, Task]:
 
 
 def task_ids(split: str | None = None) -> list[str]:
-  """Sorted task ids, optionally of one split ("train" or "eval")."""
+  """Sorted ids of the hand-written suite, optionally of one split ("train"
+  or "eval"); generated ids: kernels_pallas.generated.task_ids."""
   if split not in (None, "train", "eval"):
     raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
   return [t for t, task in _all().items() if split in (None, task.split)]
@@ -153,6 +172,10 @@ def all_tasks() -> list[Task]:
 
 
 def get_task(task_id: str) -> Task:
+  """A hand-written task, or a generated one (ids "gen/...")."""
+  if task_id.startswith(GENERATED_PREFIX):
+    from kernels_pallas import generated  # pylint: disable=g-import-not-at-top
+    return generated.get_task(task_id)
   try:
     return _all()[task_id]
   except KeyError:

@@ -19,9 +19,12 @@ from leap_jax import cli
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "The training run's directory.")
 _STEP = flags.DEFINE_integer("step", None, "Checkpoint step (default: latest).")
-_SPLIT = flags.DEFINE_enum(
-    "split", "eval", ["eval", "train", "all"],
-    "Which tasks: the eval split (held out), the run's training tasks, or all.")
+_SPLIT = flags.DEFINE_string(
+    "split", "eval",
+    "Which tasks: eval (the held-out split of what the run trains on: the "
+    "suite's, gen:eval for generated tasks), train (the run's training "
+    "tasks), all (the suite), or any task set (gen:eval, gen:eval:64, ids, "
+    "prefixes; kernels_pallas/task_sets.py).")
 _SAMPLES = flags.DEFINE_integer("num_samples", 4,
                                 "Trajectories per task.")
 _TIMING = flags.DEFINE_bool(
@@ -55,8 +58,13 @@ def main(argv):
       config = ml_collections.ConfigDict(json.loads(meta["config"]))
       config.env.timing = _TIMING.value
       train_tasks = task_stream.training_tasks(config.train_tasks)
-      tasks = (train_tasks if _SPLIT.value == "train"
-               else task_stream.eval_tasks(_SPLIT.value))
+      if _SPLIT.value == "train":
+        tasks = train_tasks
+      elif _SPLIT.value == "eval":
+        tasks = kernels_pallas.resolve_tasks(
+            kernels_pallas.eval_set_for(config.train_tasks))
+      else:
+        tasks = kernels_pallas.resolve_tasks(_SPLIT.value)
       with trainer.make_env(config) as env:
         interpret = env.interpret
         policy = policy_lib.load(config, train_tasks,

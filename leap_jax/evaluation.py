@@ -21,7 +21,32 @@ from leap_jax.rl.prompts import PromptBuilder
 
 
 def level_of(task_id: str) -> str:
-  return task_id.split("/", 1)[0]
+  """The table's row: a level ("level1"), or a generated family
+  ("gen/ew_chain")."""
+  parts = task_id.split("/")
+  return "/".join(parts[:2]) if parts[0] == "gen" else parts[0]
+
+
+def unpruned_rollout(policy: Any, params: Any, env: Any,
+                     task_ids: Sequence[str], cfg: RLConfig, num_samples: int,
+                     seed: int = 0, prompts_per_call: int = 8,
+                     judge: Any = None) -> rollout.Rollout:
+  """num_samples trajectories of up to T turns per task, every failure
+  retried until T (no pruning), `prompts_per_call` tasks per policy call;
+  `judge` (default: env) gives the verdicts."""
+  # Success means correct here, whatever reward the run trained with, and
+  # nothing is pruned, whatever pruning it trained with.
+  cfg = cfg.replace(mode="multiturn_full", pruning="none",
+                    num_samples=num_samples, reward="rank")
+  sampler_policy = policy.sampler_policy(params, cfg)
+  builder = PromptBuilder.from_config(policy.tokenizer, cfg,
+                                      backend=env.config.target_backend)
+  parts = []
+  for i in range(0, len(task_ids), prompts_per_call):
+    chunk = list(task_ids[i:i + prompts_per_call])
+    parts.append(rollout.rollout(chunk, sampler_policy, judge or env, builder,
+                                 cfg, rng=seed + i))
+  return rollout_merge.merge(parts) if parts else _no_rollout(cfg)
 
 
 def evaluate(policy: Any, params: Any, env: Any, task_ids: Sequence[str],
@@ -34,23 +59,14 @@ def evaluate(policy: Any, params: Any, env: Any, task_ids: Sequence[str],
   n-th) with its own params copy and pool, and all get the whole result
   (a collective: all processes call it together).
   """
-  # Success means correct here, whatever reward the run trained with, and
-  # nothing is pruned, whatever pruning it trained with.
   cfg = cfg.replace(mode="multiturn_full", pruning="none",
                     num_samples=num_samples, reward="rank")
-  sampler_policy = policy.sampler_policy(params, cfg)
-  builder = PromptBuilder.from_config(policy.tokenizer, cfg,
-                                      backend=env.config.target_backend)
   start = time.monotonic()
   mine = list(task_ids)
   if across_processes:
     mine = mine[jax.process_index()::jax.process_count()]
-  parts = []
-  for i in range(0, len(mine), prompts_per_call):
-    chunk = mine[i:i + prompts_per_call]
-    parts.append(rollout.rollout(chunk, sampler_policy, env, builder, cfg,
-                                 rng=seed + i))
-  merged = rollout_merge.merge(parts) if parts else _no_rollout(cfg)
+  merged = unpruned_rollout(policy, params, env, mine, cfg, num_samples,
+                            seed, prompts_per_call)
   if across_processes:
     merged, _ = rollout_merge.gather(merged, {})
   timed = bool(getattr(env.config, "timing", False))
@@ -104,14 +120,16 @@ def format_table(results: dict[str, dict[str, Any]], turns: int,
   """One row per (label, level): columns tasks, Acc@t, turns/pass, fast_p."""
   cols = ([f"acc@{t}" for t in range(1, turns + 1)] + ["turns_per_pass"]
           + [f"fast_{p:g}" for p in fast_ps])
-  head = f"{'checkpoint':<12} {'level':<8} {'tasks':>5} " + " ".join(
+  width = max([8] + [len(lv) for res in results.values()
+                     for lv in res["levels"]])
+  head = f"{'checkpoint':<12} {'level':<{width}} {'tasks':>5} " + " ".join(
       f"{c:>14}" for c in cols)
   lines = [head, "-" * len(head)]
   for label, res in results.items():
     rows = [("all", res)] + sorted(res["levels"].items())
     for level, row in rows:
       vals = " ".join(f"{_fmt(row.get(c)):>14}" for c in cols)
-      lines.append(f"{label:<12} {level:<8} {row['tasks']:>5} {vals}")
+      lines.append(f"{label:<12} {level:<{width}} {row['tasks']:>5} {vals}")
   return "\n".join(lines)
 
 

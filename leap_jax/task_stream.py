@@ -19,27 +19,28 @@ SPLITS = ("eval", "train", "all")
 
 
 def training_tasks(spec: str) -> list[str]:
-  """Task ids a run trains on: "train" (the split), or comma-separated ids
-  and level prefixes ("level1", "level2/softmax_relu"), all from the
-  training split (the eval split is held out from training)."""
-  train = kernels_pallas.task_ids("train")
-  if spec.strip() == "train":
-    return train
-  held_out = set(kernels_pallas.task_ids("eval"))
-  for item in _items(spec):
-    if item in held_out:
-      raise ValueError(f"train_tasks: {item} is in the eval split, which is "
-                       f"held out from training")
-  return _pick(spec, train, "train_tasks", "training task")
+  """Task ids a run trains on: a task-set spec (kernels_pallas.task_sets:
+  "train", "gen:train", ids, prefixes such as "level1"), from the training
+  split only (the eval split is held out from training)."""
+  try:
+    return kernels_pallas.resolve_tasks(spec, split="train")
+  except ValueError as e:
+    raise ValueError(f"train_tasks: {e}") from None
 
 
-def eval_tasks(split: str, spec: str = "") -> list[str]:
-  """Task ids an evaluation runs on: the split ("eval", "train", "all"),
-  or only the ids and level prefixes of it that `spec` names."""
+def eval_tasks(split: str, spec: str = "", train_spec: str = "train"
+               ) -> list[str]:
+  """Task ids an evaluation runs on: the split ("eval": the held-out set of
+  what train_spec trains on, the suite's or gen:eval; "train"; "all"), or
+  only the ids and level prefixes of it that `spec` names."""
   if split not in SPLITS:
     raise ValueError(f"eval_split must be one of {', '.join(SPLITS)}, got "
                      f"{split!r}")
-  pool = kernels_pallas.task_ids(None if split == "all" else split)
+  if split == "eval":
+    pool = kernels_pallas.resolve_tasks(
+        kernels_pallas.eval_set_for(train_spec))
+  else:
+    pool = kernels_pallas.task_ids(None if split == "all" else split)
   return _pick(spec, pool, "eval_tasks", f"task of the {split} split") if (
       spec.strip()) else pool
 

@@ -77,7 +77,8 @@ def check_config(config: ml_collections.ConfigDict) -> None:
     if config.eval_samples < 2:
       raise ValueError(f"config.eval_samples must be >= 2, got "
                        f"{config.eval_samples}")
-    task_stream.eval_tasks(config.eval_split, config.eval_tasks)
+    task_stream.eval_tasks(config.eval_split, config.eval_tasks,
+                           config.train_tasks)
   if config.wandb_project and importlib.util.find_spec("wandb") is None:
     raise ValueError("config.wandb_project is set but wandb is not "
                      "installed: pip install -e .[wandb]")
@@ -106,8 +107,8 @@ class Trainer:
     self.writer = jax.process_index() == 0
     self.print = print_fn if self.writer else (lambda _: None)
     self.task_ids = task_stream.training_tasks(config.train_tasks)
-    self.eval_task_ids = task_stream.eval_tasks(config.eval_split,
-                                                config.eval_tasks)
+    self.eval_task_ids = task_stream.eval_tasks(
+        config.eval_split, config.eval_tasks, config.train_tasks)
     self.ckpt = run_state.checkpoints(self.workdir)
     self.stop = preemption.StopSignal()
     try:

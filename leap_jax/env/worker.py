@@ -339,9 +339,6 @@ def confine(job: dict[str, Any], setup: WorkerSetup, scratch: str,
   no new threads, the audit hook (the last: it would refuse the others)."""
   os.chdir(scratch)
   os.environ.update(HOME=scratch, TMPDIR=scratch)
-  linecache.cache[CANDIDATE_FILENAME] = (
-      len(job["source"]), None, job["source"].splitlines(True),
-      CANDIDATE_FILENAME)
   if not setup.keep_stdio:
     sandbox.silence_stdio()
   jail.drop_privileges(report, scratch, jail_config)
@@ -350,6 +347,13 @@ def confine(job: dict[str, Any], setup: WorkerSetup, scratch: str,
       jail.thread_count() if report.own_uid else None))
   sandbox.block_threads()
   sandbox.install_audit_hook(scratch, sandbox.read_roots(), CANDIDATE_FILENAME)
+
+
+def _show_source_in_tracebacks(source: str) -> None:
+  # Per job: a reused worker would otherwise quote its first candidate's
+  # lines in a later candidate's traceback.
+  linecache.cache[CANDIDATE_FILENAME] = (
+      len(source), None, source.splitlines(True), CANDIDATE_FILENAME)
 
 
 def main(conn, setup: WorkerSetup, scratch: str,
@@ -371,6 +375,7 @@ def main(conn, setup: WorkerSetup, scratch: str,
         "jailed": jailed, "warm": time.monotonic()})
   for index in range(setup.jobs_per_worker):
     job = shared_inputs.receive_job(conn, jnp.dtype)
+    _show_source_in_tracebacks(job["source"])
     if index == 0:
       confine(job, setup, scratch, report, jail_config)
     send({"kind": "started", "jail": dataclasses.asdict(report)})

@@ -10,6 +10,14 @@ from leap_jax.env.candidate import fence
 from leap_jax.rl import prompts
 
 
+def check_training_only(task_ids) -> None:
+  """ValueError if any task is held out (the eval split never trains)."""
+  held_out = [t for t in task_ids if kernels_pallas.split_of(t) == "eval"]
+  if held_out:
+    raise ValueError(f"eval tasks may not be used for the warm start: "
+                     f"{held_out[:5]}{' ...' if len(held_out) > 5 else ''}")
+
+
 def training_tasks() -> list[kernels_pallas.Task]:
   return [kernels_pallas.get_task(t) for t in kernels_pallas.task_ids("train")]
 

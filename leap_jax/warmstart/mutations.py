@@ -2,7 +2,10 @@
 
 Each mutation is a pure function source -> mutated source, or None when the
 source offers no place for that bug. The environment then supplies the real
-feedback a model would get for the bug.
+feedback a model would get for the bug. The first five fit any solution;
+the rest fit kernels written as steps on a running value `h` (the
+generated families, kernels_pallas/generated), where a slip lands on one
+step, one load, one spec or one shape.
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Callable
+
+from kernels_pallas.generated import ops
 
 Mutation = Callable[[str, random.Random], "str | None"]
 
@@ -59,12 +64,105 @@ def typo(source: str, rng: random.Random) -> str | None:
   return _replace_one(source, r"\bo_ref\[", lambda m: "out_ref[", rng)
 
 
+_STEP = r"(?m)^  h = (?!jnp\.dot)(.+)\n"   # a step after the first value
+_LOAD = r"(?m)^  (\w+) = \1_ref\[\.\.\.\]\n"
+_OP_LINES = sorted({op.line for op in ops.UNARY.values()})
+
+
+def _steps(source: str) -> list[re.Match]:
+  return [m for m in re.finditer(_STEP, source)
+          if m.group(1) not in ("x", "a")]  # h = x: the starting value
+
+
+def wrong_op(source: str, rng: random.Random) -> str | None:
+  """One unary step replaced by another op."""
+  steps = [m for m in _steps(source) if m.group(1) in _OP_LINES]
+  if not steps:
+    return None
+  m = rng.choice(steps)
+  line = rng.choice([op for op in _OP_LINES if op != m.group(1)])
+  return source[:m.start(1)] + line + source[m.end(1):]
+
+
+def dropped_step(source: str, rng: random.Random) -> str | None:
+  """One step left out."""
+  steps = _steps(source)
+  if len(steps) < 2:  # a single step dropped leaves the identity
+    return None
+  m = rng.choice(steps)
+  return source[:m.start()] + source[m.end():]
+
+
+def swapped_steps(source: str, rng: random.Random) -> str | None:
+  """Two neighbouring steps in the wrong order."""
+  steps = _steps(source)
+  pairs = [(a, b) for a, b in zip(steps, steps[1:])
+           if a.end() == b.start() and a.group(0) != b.group(0)]
+  if not pairs:
+    return None
+  a, b = rng.choice(pairs)
+  return source[:a.start()] + b.group(0) + a.group(0) + source[b.end():]
+
+
+def missing_load(source: str, rng: random.Random) -> str | None:
+  """An input's block never loaded (its name is then undefined)."""
+  loads = [m for m in re.finditer(_LOAD, source) if m.group(1) not in ("x", "a")]
+  if not loads:
+    return None
+  m = rng.choice(loads)
+  return source[:m.start()] + source[m.end():]
+
+
+def wrong_operand(source: str, rng: random.Random) -> str | None:
+  """A binary step reading another input than the one it should."""
+  names = [m.group(1) for m in re.finditer(_LOAD, source)]
+  def other(m: re.Match) -> str:
+    choices = [n for n in names if n != m.group(2)]
+    return m.group(0) if not choices else (
+        f"{m.group(1)}{rng.choice(choices)}{m.group(3)}")
+  return _replace_one(source, r"(  h = .*[(, ] )(\w+)(\[None, :\]|\)|\n)",
+                      other, rng)
+
+
+def wrong_out_shape(source: str, rng: random.Random) -> str | None:
+  """The output declared with the wrong shape."""
+  flip = {"(n, 1)": "(n,)", "(n, d)": "(d, n)", "(m, n)": "(n, m)"}
+  return _replace_one(source, r"ShapeDtypeStruct\((\([mnd, 1]+\))",
+                      lambda m: m.group(0).replace(
+                          m.group(1), flip.get(m.group(1), m.group(1))), rng)
+
+
+def missing_in_spec(source: str, rng: random.Random) -> str | None:
+  """One input without its BlockSpec."""
+  def drop(m: re.Match) -> str:
+    specs = [s.strip() for s in m.group(1).split(",")]
+    if len(specs) < 2:
+      return m.group(0)
+    del specs[rng.randrange(len(specs))]
+    return f"in_specs=[{', '.join(specs)}]"
+  one_line = _replace_one(source, r"in_specs=\[([^\]\n]+)\]", drop, rng)
+  if one_line is not None:
+    return one_line
+  rows = list(re.finditer(r"(?m)^          pl\.BlockSpec\(.*\),\n", source))
+  if len(rows) < 2:
+    return None
+  m = rng.choice(rows)
+  return source[:m.start()] + source[m.end():]
+
+
 MUTATIONS: dict[str, Mutation] = {
     "wrong_block_shape": wrong_block_shape,
     "wrong_index_map": wrong_index_map,
     "missing_init": missing_init,
     "wrong_axis": wrong_axis,
     "typo": typo,
+    "wrong_op": wrong_op,
+    "dropped_step": dropped_step,
+    "swapped_steps": swapped_steps,
+    "missing_load": missing_load,
+    "wrong_operand": wrong_operand,
+    "wrong_out_shape": wrong_out_shape,
+    "missing_in_spec": missing_in_spec,
 }
 
 

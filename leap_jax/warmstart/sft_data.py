@@ -18,7 +18,7 @@ import kernels_pallas
 from leap_jax.env.candidate import fence
 from leap_jax.env.verdict import Status
 from leap_jax.rl import prompts
-from leap_jax.warmstart import mutations
+from leap_jax.warmstart import corpus, mutations
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,9 +43,7 @@ def build(tokenizer: Any, env: Any, task_ids: Sequence[str], stop_id: int,
   repairs_per_task: at most this many mutations per task (a seeded choice;
   None: every applicable one), each one environment call.
   """
-  held_out = set(task_ids) & set(kernels_pallas.task_ids("eval"))
-  if held_out:
-    raise ValueError(f"eval tasks may not be used for the warm start: {held_out}")
+  corpus.check_training_only(task_ids)
   examples, requests, meta = [], [], []
   for task_id in task_ids:
     source = kernels_pallas.get_task(task_id).solution_candidate_source

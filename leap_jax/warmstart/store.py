@@ -38,7 +38,10 @@ OWN_ENTRIES = ("tokenizer", "params", INFO_FILE, INFO_FILE + ".tmp")
 MODEL_FIELDS = ("vocab_size", "embed_dim", "num_layers", "num_heads",
                 "num_kv_heads", "head_dim", "mlp_dim", "max_position", "dtype")
 SFT_FIELDS = ("steps", "batch_tokens", "learning_rate", "warmup_steps", "seq_len")
-DATA_FIELDS = ("repairs_per_task",)
+DATA_FIELDS = ("repairs_per_task", "split_lines")
+# Settings added after warm starts were made: a stored warm start without
+# one was made with its default.
+ADDED_DEFAULTS = {"sft": {"split_lines": False}}
 
 
 class WarmStartError(RuntimeError):
@@ -52,15 +55,31 @@ def embedded_model_config(model: ml_collections.ConfigDict) -> model_config.Mode
       family="llama", attention=model.attention)
 
 
+def warm_start_tasks(config: ml_collections.ConfigDict,
+                     run_task_ids: Sequence[str]) -> list[str]:
+  """What the warm start learns from: the task set config.sft.tasks
+  (training split only), or the run's training tasks when it is empty."""
+  spec = config.sft.get("tasks", "")
+  if not spec:
+    return list(run_task_ids)
+  try:
+    return kernels_pallas.resolve_tasks(spec, split="train")
+  except ValueError as e:
+    raise ValueError(f"sft.tasks: {e}") from None
+
+
 def settings(config: ml_collections.ConfigDict,
              task_ids: Sequence[str]) -> dict[str, Any]:
-  """Everything that determines the warm start's result."""
+  """Everything that determines the warm start's result (task_ids: the
+  warm start's own, warm_start_tasks)."""
+  sft_block = {f: config.sft.get(f, ADDED_DEFAULTS["sft"].get(f))
+               for f in SFT_FIELDS + DATA_FIELDS}
   return {"seed": config.seed,
           "model": {f: config.model[f] for f in MODEL_FIELDS},
           # Params saved in another layout (per-layer, before the layers
           # were stacked) cannot be restored: refused by name.
           "param_layout": transformer.PARAM_LAYOUT,
-          "sft": {f: config.sft[f] for f in SFT_FIELDS + DATA_FIELDS},
+          "sft": sft_block,
           "task_ids": list(task_ids)}
 
 
@@ -89,7 +108,11 @@ def load(directory: str, config: ml_collections.ConfigDict,
   if info is None:
     raise WarmStartError(f"no finished warm start in {directory} "
                          f"(make one: python launch/sft.py --config=...)")
-  diff = _first_difference(settings(config, task_ids), info["settings"])
+  stored = info["settings"]
+  for block, defaults in ADDED_DEFAULTS.items():
+    stored[block] = {**defaults, **stored.get(block, {})}
+  diff = _first_difference(
+      settings(config, warm_start_tasks(config, task_ids)), stored)
   if diff:
     raise WarmStartError(
         f"the warm start in {directory} was made with other settings ({diff}); "
@@ -110,9 +133,8 @@ def make(directory: str, config: ml_collections.ConfigDict,
          task_ids: Sequence[str], env: Any) -> dict[str, Any]:
   """Tokenizer, SFT data (real env feedback), fine-tuning; returns the info."""
   start = time.monotonic()
-  held_out = set(task_ids) & set(kernels_pallas.task_ids("eval"))
-  if held_out:
-    raise ValueError(f"eval tasks may not be used for the warm start: {held_out}")
+  task_ids = warm_start_tasks(config, task_ids)
+  corpus.check_training_only(task_ids)
   if os.path.exists(directory):
     strangers = set(os.listdir(directory)) - set(OWN_ENTRIES)
     if strangers:
@@ -123,7 +145,8 @@ def make(directory: str, config: ml_collections.ConfigDict,
   tasks = [kernels_pallas.get_task(t) for t in task_ids]
   tokenizer = embedded_tokenizer.train(
       corpus.task_texts(tasks), config.model.vocab_size,
-      os.path.join(directory, "tokenizer"))
+      os.path.join(directory, "tokenizer"),
+      split_lines=config.sft.get("split_lines", False))
   stop_id = embedded_tokenizer.stop_token_ids(tokenizer)[0]
   _LOG.info("warm start: tokenizer of %d tokens trained", len(tokenizer))
   t = time.monotonic()

@@ -5,9 +5,18 @@ indentation and blank lines included, decodes back exactly. Words are not
 split before merging (no pre-tokenizer regex): merges may cross spaces and
 newlines, so the recurring lines of the corpus's kernels and prompts become
 single tokens. A tiny model then makes a few dozen decisions per answer
-instead of hundreds, which is what lets it learn on a CPU in minutes. The result is a
-transformers tokenizer directory, loaded like any checkpoint's
-(`leap_jax.model.tokenizer.load`), with a ChatML chat template.
+instead of hundreds, which is what lets it learn on a CPU in minutes.
+
+With `split_lines`, merges stop at line ends: a line becomes the same one or
+few tokens wherever it appears. A step of a generated task
+(`  h = jnp.tanh(h)`) is then one token in the reference and in the kernel
+alike, so writing the kernel is copying tokens from the prompt, which is
+what carries over to op combinations never seen in training; merges across
+lines would instead fuse a step with its neighbours into tokens that exist
+only for combinations seen.
+
+The result is a transformers tokenizer directory, loaded like any
+checkpoint's (`leap_jax.model.tokenizer.load`), with a ChatML chat template.
 """
 
 from __future__ import annotations
@@ -29,12 +38,15 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
 
 
-def train(texts: Iterable[str], vocab_size: int, out_dir: str | os.PathLike
-          ) -> PreTrainedTokenizerFast:
+def train(texts: Iterable[str], vocab_size: int, out_dir: str | os.PathLike,
+          split_lines: bool = False) -> PreTrainedTokenizerFast:
   """Trains, saves to `out_dir` (tokenizer.json + config) and returns it."""
   bpe = Tokenizer(models.BPE())
-  bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False,
-                                               use_regex=False)
+  byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False,
+                                        use_regex=False)
+  bpe.pre_tokenizer = pre_tokenizers.Sequence([
+      pre_tokenizers.Split("\n", "merged_with_previous"), byte_level,
+  ]) if split_lines else byte_level
   bpe.decoder = decoders.ByteLevel()
   trainer = trainers.BpeTrainer(
       vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS),

@@ -64,3 +64,18 @@ def test_training_lowers_the_answer_loss(tok, examples):
                                       seq_len=256), pad_id=tok.pad_token_id)
   assert np.isfinite(losses).all()
   assert np.mean(losses[-3:]) < 0.8 * np.mean(losses[:3])
+
+
+def test_generated_tasks_get_solution_and_repair_examples(tmp_path):
+  task_ids = kernels_pallas.resolve_tasks("gen:train:2")
+  texts = corpus.task_texts([kernels_pallas.get_task(t) for t in task_ids])
+  tok = embedded.train(texts, 400, tmp_path, split_lines=True)
+  examples = sft_data.build(tok, _ScriptedEnv(), task_ids,
+                            embedded.stop_token_ids(tok)[0],
+                            repairs_per_task=2)
+  assert [e.kind for e in examples].count("solution") == 2
+  assert {e.task_id for e in examples} == set(task_ids)
+  assert len(examples) == 2 + 2 * 2 - 1  # the env called the first mutant ok
+  with pytest.raises(ValueError, match="eval"):
+    sft_data.build(tok, _ScriptedEnv(), kernels_pallas.resolve_tasks(
+        "gen:eval:1"), 0)

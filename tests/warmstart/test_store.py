@@ -76,3 +76,35 @@ def test_info_is_json_with_losses(made):
   with open(os.path.join(directory, store.INFO_FILE)) as f:
     assert json.load(f) == info
   assert info["loss_last_quarter"] > 0
+
+
+def test_warm_start_tasks_from_the_sft_task_set():
+  import kernels_pallas
+  config = leap.get_config("testbed")
+  got = store.warm_start_tasks(config, ["level1/relu"])
+  assert got == kernels_pallas.resolve_tasks("gen:train:600")
+  config = _config("unused")
+  assert store.warm_start_tasks(config, TASKS) == TASKS  # sft.tasks = ""
+  config.sft.tasks = "gen:eval:3"
+  with pytest.raises(ValueError, match="sft.tasks.*held out"):
+    store.warm_start_tasks(config, TASKS)
+
+
+def test_a_setting_added_later_reads_as_its_default(made, tmp_path):
+  directory, config, _ = made
+  path = os.path.join(directory, store.INFO_FILE)
+  with open(path) as f:
+    info = json.load(f)
+  old = json.loads(json.dumps(info))
+  del old["settings"]["sft"]["split_lines"]  # made before the field existed
+  with open(path, "w") as f:
+    json.dump(old, f)
+  try:
+    store.load(directory, config, TASKS)  # still ours: the default matches
+    config = _config(directory)
+    config.sft.split_lines = True
+    with pytest.raises(store.WarmStartError, match="sft.split_lines"):
+      store.load(directory, config, TASKS)
+  finally:
+    with open(path, "w") as f:
+      json.dump(info, f)

@@ -51,3 +51,36 @@ def test_corpus_holds_out_eval_split():
 def test_trained_on_code_compresses_it(tok):
   source = corpus.training_tasks()[0].solution_candidate_source
   assert len(tok.encode(source)) < len(source.encode()) / 2
+
+
+@pytest.fixture(scope="module")
+def line_tok(tmp_path_factory):
+  import kernels_pallas
+  tasks = [kernels_pallas.get_task(t)
+           for t in kernels_pallas.resolve_tasks("gen:train:30")]
+  return embedded.train(corpus.task_texts(tasks), 768,
+                        tmp_path_factory.mktemp("lines"), split_lines=True)
+
+
+def test_split_lines_never_merges_across_a_line_end(line_tok):
+  import kernels_pallas
+  task = kernels_pallas.get_task(kernels_pallas.resolve_tasks("gen:eval:1")[0])
+  text = task.solution_candidate_source + task.reference_source
+  pieces = [line_tok.decode([i]) for i in line_tok.encode(text)]
+  assert "".join(pieces) == text
+  assert all("\n" not in p[:-1] for p in pieces)
+
+
+def test_split_lines_makes_a_step_one_token_in_reference_and_kernel(line_tok):
+  import kernels_pallas
+  task = kernels_pallas.get_task(kernels_pallas.resolve_tasks("gen:eval:1")[0])
+  step = "  h = x\n"
+  ids = line_tok.encode(step, add_special_tokens=False)
+  assert [line_tok.decode([i]) for i in ids] == [step]
+  ref_ids = line_tok.encode(task.reference_source, add_special_tokens=False)
+  kernel_ids = line_tok.encode(task.solution_candidate_source,
+                              add_special_tokens=False)
+  shared = set(ref_ids) & set(kernel_ids)
+  steps = [ln + "\n" for ln in task.reference_source.splitlines()[1:-1]]
+  assert all(line_tok.encode(s, add_special_tokens=False)[0] in shared
+             for s in steps)

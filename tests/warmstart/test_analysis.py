@@ -1,0 +1,110 @@
+"""The step-0 analysis on hand-made rollouts, and the judges it wraps."""
+
+import numpy as np
+import pytest
+
+from leap_jax.env.verdict import Status, Verdict
+from leap_jax.warmstart import analysis
+
+
+def _ok(rows):
+  """[P, G, T] from strings per prompt: one char per sample, the turn it
+  succeeds at ("1".."3") or "-" (never)."""
+  p, g, t = len(rows), len(rows[0]), 3
+  ok = np.zeros((p, g, t), bool)
+  for i, row in enumerate(rows):
+    for j, c in enumerate(row):
+      if c != "-":
+        ok[i, j, int(c) - 1] = True
+  return ok
+
+
+# G = 8, T = 3: one group of each type.
+OK = _ok(["11111111",   # all correct
+          "1111112-",   # easy: 2 failures, 1 repaired
+          "11123-2-",   # activated: 5 failures, 3 repaired
+          "-2------"])  # hopeless: 8 failures, 1 repaired
+
+
+def test_bounds_default_to_dcp():
+  assert analysis.dcp_bounds(8) == (4, 7)
+  assert analysis.dcp_bounds(8, 2, 6) == (2, 6)
+
+
+def test_group_types_by_turn1_failures():
+  assert list(analysis.group_types(OK[:, :, 0], 4, 7)) == [
+      "all_correct", "easy", "activated", "hopeless"]
+
+
+def test_repair_table_hand_counted():
+  table = analysis.repair_table(OK, 4, 7)
+  assert table["all_correct"] == {"groups": 1, "failed": 0, "repaired": 0,
+                                  "repair_rate": None}
+  assert table["easy"] == {"groups": 1, "failed": 2, "repaired": 1,
+                           "repair_rate": 0.5}
+  assert table["activated"] == {"groups": 1, "failed": 5, "repaired": 3,
+                                "repair_rate": 0.6}
+  assert table["hopeless"]["failed"] == 8 and table["hopeless"]["repaired"] == 1
+
+
+def test_resample_rate_is_two_fresh_draws_at_the_group_rate():
+  # Activated group: p = 3/8 at turn 1; two fresh samples: 1 - (5/8)^2.
+  assert analysis.resample_rate(OK, 4, 7) == pytest.approx(1 - (5 / 8) ** 2)
+  two = np.concatenate([OK[2:3], _ok(["1111----"])])  # p = 3/8 (5 fails), 4/8 (4)
+  want = (5 * (1 - (5 / 8) ** 2) + 4 * (1 - (4 / 8) ** 2)) / 9
+  assert analysis.resample_rate(two, 4, 7) == pytest.approx(want)
+  assert analysis.resample_rate(OK[:1], 4, 7) is None
+
+
+def test_accuracy_and_spread():
+  acc = analysis.accuracy(OK)
+  assert acc["acc@1"] == pytest.approx((8 + 6 + 3 + 0) / 32)
+  assert acc["acc@3"] == pytest.approx((8 + 7 + 6 + 1) / 32)
+  assert analysis.spread(OK) == {"0": 1, "1": 0, "2": 0, "3": 1, "4": 0,
+                                 "5": 0, "6": 1, "7": 0, "8": 1}
+
+
+class _Env:
+  def __init__(self):
+    self.calls = []
+
+  def evaluate(self, requests):
+    self.calls.append(list(requests))
+    return [Verdict(t, Status.OK if "good" in a else Status.WRONG_OUTPUT,
+                    "Tolerances.") for t, a in requests]
+
+
+def test_caching_judge_asks_once_per_distinct_answer():
+  env = _Env()
+  judge = analysis.CachingJudge(env)
+  reqs = [("t", "good"), ("t", "bad"), ("t", "good"), ("u", "good")]
+  first = judge.evaluate(reqs)
+  assert [v.correct for v in first] == [True, False, True, True]
+  assert env.calls == [[("t", "good"), ("t", "bad"), ("u", "good")]]
+  judge.evaluate(reqs)
+  assert len(env.calls) == 1 and judge.env_calls == 3
+
+
+def test_bare_judge_hides_only_the_feedback():
+  env = _Env()
+  judge = analysis.CachingJudge(env)
+  real = judge.evaluate([("t", "bad")])[0]
+  bare = analysis.CachingJudge(env, judge.cache, bare=True)
+  (v,) = bare.evaluate([("t", "bad")])
+  assert "wrong_output" in real.feedback
+  assert v.feedback == analysis.BARE_FEEDBACK
+  assert v.correct is False and v.status is Status.WRONG_OUTPUT
+  assert bare.env_calls == 0
+
+
+def test_report_names_every_group_and_yardstick():
+  summary = analysis.summary(OK, 4, 7)
+  result = {"samples": 8, "t_min": 4, "t_max": 7, "turns": 3, "tasks": 4,
+            "feedback": summary, "bare_feedback": summary,
+            "turn1_failures": {"wrong_output": 15}, "env_calls": 10,
+            "turn1_same_share": 1.0}
+  text = analysis.format_report(result)
+  for words in ("all correct (pruned)", "easy, 1-3 failures (pruned)",
+                "activated, 4-7 failures", "hopeless, 8 failures (pruned)",
+                "60.0%", 'bare "wrong"', "2 fresh samples would succeed"):
+    assert words in text, words
