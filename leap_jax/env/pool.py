@@ -101,6 +101,10 @@ class WorkerPool:
     if len(setups) != n:
       raise ValueError(f"{len(setups)} worker setups for {n} workers")
     self._setups = setups
+    # A recycled worker (trusted code) is confined after its first job: its
+    # audit hook refuses the socket and mmap a memfd needs, so its jobs
+    # carry their inputs.
+    self._share_inputs = all(s.jobs_per_worker == 1 for s in setups)
     self._devices = [slot_device(s, i) for i, s in enumerate(setups)]
     self.gate = device_gate.DeviceGate()
     self._scratch_root = tempfile.mkdtemp(prefix="leap_env_")
@@ -230,7 +234,8 @@ class WorkerPool:
           judges: Sequence[Judge | None]) -> list[Outcome]:
     """Runs every job; outcome i belongs to job i."""
     with shared_inputs.SharedInputs() as shared:
-      futures = [self._executor.submit(self._run_with_retry, *shared.pack(job),
+      pack = shared.pack if self._share_inputs else (lambda job: (job, []))
+      futures = [self._executor.submit(self._run_with_retry, *pack(job),
                                        judge)
                  for job, judge in zip(jobs, judges, strict=True)]
       return [f.result() for f in futures]

@@ -253,6 +253,10 @@ def fingerprint() -> tuple[Check, Callable[[], None]]:
 
   def rebase():
     compare(True)
+    for name in list_(modules):  # gone or replaced: watched anew below
+      if sys_modules.get(name) is not modules[name]:
+        del modules[name]
+        state["globals"].pop(name, None)
     for name, module in list_(sys_modules.items()):
       if name not in modules and isinstance_(module, module_type) and (
           name not in skipped):

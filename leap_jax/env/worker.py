@@ -276,6 +276,8 @@ def run_job(job: dict[str, Any], setup: WorkerSetup, send) -> _Checked | None:
   if setup.jobs_per_worker > 1:  # trusted code only: the next job reuses it
     _BASELINE.append((changed, rebase))
     quarantine.release()
+    # The last job's module goes; rebase stops watching it.
+    sys.modules.pop(module_views.CANDIDATE_MODULE, None)
   rebase()  # what the harness changed since (the sandbox's thread stubs)
   # Bound before the candidate runs (see _verifier).
   verify, classify = _verifier(changed), _classify

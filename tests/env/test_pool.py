@@ -152,3 +152,17 @@ def test_a_dead_zygote_is_replaced(env):
   verdicts = env.evaluate([(TASK, vector_add())] * 2)
   assert [v.status for v in verdicts] == [Status.OK] * 2
   assert env.pool._starter.zygote is not old
+
+
+def test_a_recycled_worker_judges_every_job_without_a_fault():
+  """Trusted code (the warm start's) reuses one worker for many jobs: the
+  inputs travel in the job (no memfd once the worker is confined) and each
+  job's candidate module replaces the last one's."""
+  setup = pool_lib.worker_lib.WorkerSetup(jobs_per_worker=8)
+  config = environment.EnvConfig(pool=pool_lib.PoolConfig(
+      num_workers=1, deadline_s=15, setups=(setup,)))
+  answers = [vector_add(), vector_add("x_ref[...] * y_ref[...]")] * 3
+  with environment.KernelEnv(config) as env:
+    statuses = [v.status for v in env.evaluate([(TASK, a) for a in answers])]
+    assert statuses == [Status.OK, Status.WRONG_OUTPUT] * 3
+    assert env.pool.harness_faults == 0  # each reuse had faulted, then retried
