@@ -16,6 +16,9 @@ import pytest
 from leap_jax import rollout_dump, run_log
 
 CONFIG = "--config=configs/leap.py:smoke"
+# Whatever the policy samples, every step then updates (the KL term's
+# gradient runs on rows with A = 0 too): loss and digest at each step.
+ALWAYS_UPDATE = "--config.rl.kl_beta=0.01"
 
 
 def _cmd(script, *args):
@@ -172,7 +175,8 @@ def test_two_processes_through_jax_distributed_then_one_restores(
     warmstart, tmp_path):
   workdir = str(tmp_path / "run")
   args = (CONFIG, f"--config.sft.dir={warmstart}", f"--workdir={workdir}",
-          "--config.num_steps=2", "--config.debug_param_digest=True")
+          ALWAYS_UPDATE, "--config.num_steps=2",
+          "--config.debug_param_digest=True")
   stdout0, stdout1 = _two_processes(args)
   assert "over 2 process(es), 8 device(s)" in stdout0
   # Identical sampler parameters on both processes after every step, and
@@ -194,7 +198,7 @@ def test_two_processes_through_jax_distributed_then_one_restores(
   assert rows[-1]["eval/tasks"] == 2 and "eval after step 2" in stdout0
   # A single process (one device) restores the 8-device checkpoint and
   # goes on.
-  out = _run("train", *args[:3], "--config.num_steps=3",
+  out = _run("train", *args[:4], "--config.num_steps=3",
              "--config.debug_param_digest=True")
   assert out.returncode == 0, out.stderr[-3000:]
   assert f"resuming from {workdir}/checkpoints/2" in out.stdout
@@ -210,7 +214,7 @@ def test_sigterm_to_one_of_two_processes_stops_both_after_the_same_step(
     warmstart, tmp_path):
   workdir = str(tmp_path / "run")
   args = (CONFIG, f"--config.sft.dir={warmstart}", f"--workdir={workdir}",
-          "--config.num_steps=8", "--config.checkpoint_every=100",
+          ALWAYS_UPDATE, "--config.num_steps=8", "--config.checkpoint_every=100",
           "--config.eval_every=0", "--config.debug_param_digest=True")
 
   def sigterm_to_process_1_after_step_1(procs):
@@ -232,7 +236,7 @@ def test_sigterm_to_one_of_two_processes_stops_both_after_the_same_step(
   assert [r["step"] for r in run_log.read_metrics(workdir)] == list(
       range(1, stopped + 1))
   # The rerun (here one process) resumes there.
-  out = _run("train", *args[:3], f"--config.num_steps={stopped + 1}",
+  out = _run("train", *args[:4], f"--config.num_steps={stopped + 1}",
              "--config.eval_every=0")
   assert out.returncode == 0, out.stderr[-3000:]
   assert f"resuming from {workdir}/checkpoints/{stopped}" in out.stdout
@@ -251,7 +255,8 @@ def test_eight_device_mesh_matches_one_device_for_three_steps(warmstart,
         f"--xla_force_host_platform_device_count={devices}"))
     out = subprocess.run(
         _cmd("train", CONFIG, f"--config.sft.dir={warmstart}",
-             f"--workdir={workdir}", "--config.num_steps=3", *flags),
+             f"--workdir={workdir}", ALWAYS_UPDATE, "--config.num_steps=3",
+             *flags),
         capture_output=True, text=True, timeout=600, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     with open(os.path.join(workdir, "metrics.jsonl")) as f:
