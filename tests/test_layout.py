@@ -98,7 +98,7 @@ opt = master_weights.with_master_weights(optax.adamw(1e-3))
 state = layout.init_opt_state(opt, params, mesh)
 abstract = layout.abstract_opt_state(opt, params, mesh)
 table = lambda tree: tree["embed"]["table_VD"][...]
-master, (_, (adam, *_)) = state.master, state.inner
+master, (adam, *_) = state.master, state.inner
 print(json.dumps({
     "param": str(table(params).sharding.spec),
     "master": str(table(master).sharding.spec),
@@ -123,5 +123,5 @@ def test_opt_state_is_laid_out_like_the_params_on_four_devices():
   result = json.loads(proc.stdout.strip().splitlines()[-1])
   assert result["param"] == result["master"] == result["mu"]
   assert "fsdp" in result["param"]
-  assert result["count"] == "PartitionSpec()"
+  assert result["count"] in ("P()", "PartitionSpec()")  # replicated
   assert result["abstract_equal"]

@@ -1,5 +1,7 @@
 """The step's own helpers; whole steps run in tests/test_trainer.py."""
 
+import numpy as np
+
 from leap_jax import step_runner
 from leap_jax.env.verdict import Status, Verdict
 from leap_jax.rl.rollout import Completion, Rollout, TurnRecord
@@ -8,7 +10,9 @@ from leap_jax.rl.rollout import Completion, Rollout, TurnRecord
 def test_status_counts_and_stopwatch():
   recs = [TurnRecord(0, g, 0, [], Completion([], [], ""), Verdict("t", s))
           for g, s in enumerate([Status.OK, Status.NO_CODE, Status.OK])]
-  ro = Rollout(["t"], recs, None, None, None, None, 1)
+  shape = (1, 3, 1)
+  ro = Rollout(["t"], recs, np.zeros(shape, bool), np.zeros(shape, bool),
+               np.ones(1, np.int32), np.full(shape, np.nan), 1)
   assert step_runner.status_counts(ro) == {"no_code": 1, "ok": 2}
   watch = step_runner.Stopwatch()
   double = watch.wrap("work", lambda x: 2 * x)

@@ -36,7 +36,8 @@ class LazyTensor(Protocol):
 
 def full_index(index: Any, shape: Sequence[int]) -> tuple[range, ...]:
   """Normalises a (possibly None/short) index into one range per dim."""
-  index = tuple(index or ())
+  if not isinstance(index, tuple):  # a bare slice (view[1:2]) or None
+    index = () if index is None else (index,)
   index = index + (slice(None),) * (len(shape) - len(index))
   return tuple(range(*s.indices(n)) for s, n in zip(index, shape))
 

@@ -117,10 +117,11 @@ def wrong_operand(source: str, rng: random.Random) -> str | None:
   """A binary step reading another input than the one it should."""
   names = [m.group(1) for m in re.finditer(_LOAD, source)]
   def other(m: re.Match) -> str:
+    # Only a loaded input is swapped (h, the running value, stays).
     choices = [n for n in names if n != m.group(2)]
-    return m.group(0) if not choices else (
+    return m.group(0) if m.group(2) not in names or not choices else (
         f"{m.group(1)}{rng.choice(choices)}{m.group(3)}")
-  return _replace_one(source, r"(  h = .*[(, ] )(\w+)(\[None, :\]|\)|\n)",
+  return _replace_one(source, r"(  h = .*[(, ])(\w+)(\[None, :\]|\)|\n)",
                       other, rng)
 
 

@@ -170,7 +170,7 @@ def test_message_cap_is_the_outputs_bytes_plus_a_header(bare_env):
     {"a_seconds": [1e-3], "b_seconds": [True]},
     {"a_seconds": [1e-3] * 999, "b_seconds": [1e-3] * 999}])
 def test_malformed_timing_is_refused(bare_env, message):
-  assert bare_env._timing(message) is None  # noqa: SLF001
+  assert bare_env._timing(message, 0.0) is None  # noqa: SLF001
 
 
 def test_answer_over_the_size_cap_is_no_code_without_reading_it(bare_env):
