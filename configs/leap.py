@@ -86,9 +86,10 @@ def rl_config(variant: str) -> ml_collections.ConfigDict:
     # per rollout, sharpen it (WORKSPACE.md, "The embedded default"). Real
     # checkpoints keep plain GRPO.
     rl.update(learning_rate=3e-4, negative_weight=0.0, epochs=4)
-  if variant == "hf":
+  if variant in ("hf", "smollm2"):
     # full keeps only each layer's input: what a 7B model needs at 8 x 4096
-    # tokens (benchmarks/memory.py).
+    # tokens (benchmarks/memory.py); SmolLM2's 30 layers at 4 x 1024 tokens
+    # kept every activation otherwise (13 GB resident on CPU).
     rl.update(remat="full")
   return rl
 

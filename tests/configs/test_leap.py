@@ -30,7 +30,8 @@ def test_every_rl_field_comes_from_rlconfig(variant):
               "learning_rate", "negative_weight", "epochs"}
   smoke = {"num_prompts", "num_samples", "max_turns", "micro_batch_rows"}
   assert changed == {"": embedded, "smoke": embedded - {"epochs"} | smoke,
-                     "testbed": embedded, "hf": {"remat"}}.get(variant, set())
+                     "testbed": embedded, "hf": {"remat"},
+                     "smollm2": {"remat"}}.get(variant, set())
   RLConfig(**config.rl.to_dict())  # valid as it stands
   config.rl.b2 = 0.95  # formerly not settable from the command line
   config.rl.fast_ps = (1.0, 3.0)
