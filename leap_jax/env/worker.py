@@ -366,9 +366,9 @@ def _show_source_in_tracebacks(source: str) -> None:
 
 def main(conn, setup: WorkerSetup, scratch: str,
          jail_config: jail.JailConfig = jail.JailConfig(),
-         preloaded: bool = False, forked_at: float | None = None) -> None:
+         forked_at: float | None = None) -> None:
   """Entry point of a worker process (the zygote's child, or a
-  multiprocessing target when `preloaded` is False)."""
+  multiprocessing target)."""
   entered = time.monotonic()
   os.setsid()  # own process group: the pool kills the whole group
   def send(header, arrays=()):

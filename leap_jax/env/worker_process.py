@@ -125,7 +125,7 @@ class _MultiprocessingStarter:
     conn, child_conn = self.ctx.Pipe(duplex=True)
     process = self.ctx.Process(
         target=worker_lib.main, daemon=True,
-        args=(child_conn, setup, scratch, jail_config, False))
+        args=(child_conn, setup, scratch, jail_config))
     process.start()
     child_conn.close()
     return process, conn

@@ -124,7 +124,7 @@ def _spawn(sock, message, fds, children, own_fds, jail, worker) -> None:
           k: tuple(v) if isinstance(v, list) else v
           for k, v in message["jail"].items()})
       worker.main(Connection(conn_fd), setup, message["scratch"],
-                  jail_config, preloaded=True, forked_at=forked_at)
+                  jail_config, forked_at=forked_at)
       code = 0
     except BaseException:  # noqa: BLE001  (a harness failure: say what it was)
       traceback.print_exc()
