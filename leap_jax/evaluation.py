@@ -27,6 +27,13 @@ def level_of(task_id: str) -> str:
   return "/".join(parts[:2]) if parts[0] == "gen" else parts[0]
 
 
+def _unpruned(cfg: RLConfig, num_samples: int) -> RLConfig:
+  # Success means correct here, whatever reward the run trained with, and
+  # nothing is pruned, whatever pruning it trained with.
+  return cfg.replace(mode="multiturn_full", pruning="none",
+                     num_samples=num_samples, reward="rank")
+
+
 def unpruned_rollout(policy: Any, params: Any, env: Any,
                      task_ids: Sequence[str], cfg: RLConfig, num_samples: int,
                      seed: int = 0, prompts_per_call: int = 8,
@@ -34,10 +41,7 @@ def unpruned_rollout(policy: Any, params: Any, env: Any,
   """num_samples trajectories of up to T turns per task, every failure
   retried until T (no pruning), `prompts_per_call` tasks per policy call;
   `judge` (default: env) gives the verdicts."""
-  # Success means correct here, whatever reward the run trained with, and
-  # nothing is pruned, whatever pruning it trained with.
-  cfg = cfg.replace(mode="multiturn_full", pruning="none",
-                    num_samples=num_samples, reward="rank")
+  cfg = _unpruned(cfg, num_samples)
   sampler_policy = policy.sampler_policy(params, cfg)
   builder = PromptBuilder.from_config(policy.tokenizer, cfg,
                                       backend=env.config.target_backend)
@@ -59,8 +63,7 @@ def evaluate(policy: Any, params: Any, env: Any, task_ids: Sequence[str],
   n-th) with its own params copy and pool, and all get the whole result
   (a collective: all processes call it together).
   """
-  cfg = cfg.replace(mode="multiturn_full", pruning="none",
-                    num_samples=num_samples, reward="rank")
+  cfg = _unpruned(cfg, num_samples)
   start = time.monotonic()
   mine = list(task_ids)
   if across_processes:
