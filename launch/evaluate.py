@@ -61,8 +61,7 @@ def main(argv):
       if _SPLIT.value == "train":
         tasks = train_tasks
       elif _SPLIT.value == "eval":
-        tasks = kernels_pallas.resolve_tasks(
-            kernels_pallas.eval_set_for(config.train_tasks))
+        tasks = task_stream.eval_tasks("eval", train_spec=config.train_tasks)
       else:
         tasks = kernels_pallas.resolve_tasks(_SPLIT.value)
       with trainer.make_env(config) as env:
