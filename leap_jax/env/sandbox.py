@@ -228,6 +228,25 @@ def install_audit_hook(scratch_dir: str, read_roots: Iterable[str],
   sys.addaudithook(hook)
 
 
+class _NothingMoreToImport:
+  """The only finder once confined: whoever asks, harness or candidate."""
+
+  @staticmethod
+  def find_spec(name, path=None, target=None):
+    raise ModuleNotFoundError(
+        f"No module named {name!r} (not loaded before the sandbox)", name=name)
+
+
+def seal_imports() -> None:
+  """No module found from here on. An import would search and read the file
+  system as the worker's uid, which may not even read a Python installed
+  under a private home: so the warm-up loads every module, and a lazy import
+  it missed fails the same way on every install. ModuleNotFoundError keeps
+  libraries' optional-import fallbacks working."""
+  sys.meta_path[:] = [_NothingMoreToImport()]
+  sys.path_importer_cache.clear()
+
+
 def block_threads() -> None:
   """No new Python threads (Python 3.11 has no audit event for them)."""
   import _thread

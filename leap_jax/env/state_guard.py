@@ -47,6 +47,10 @@ STRICT_PREFIXES = ("leap_jax.env",)
 # needs two.
 DEPTH = 3
 _SKIPPED_MODULES = frozenset({"__main__", "__mp_main__"})
+# Globals the interpreter itself rebinds (the last uncaught exception, which
+# pytest also sets after each failed test): not a candidate's change.
+_BOOKKEEPING = {"sys": frozenset({"last_type", "last_value", "last_traceback",
+                                  "last_exc"})}
 _chain = itertools.chain.from_iterable
 
 # How an object's contents are fingerprinted.
@@ -175,7 +179,14 @@ def fingerprint() -> tuple[Check, Callable[[], None]]:
   sys_modules, skipped, strict = sys.modules, _SKIPPED_MODULES, STRICT_PREFIXES
   holders = jax_config.config._value_holders  # noqa: SLF001
   dict_, list_kind, set_kind = _DICT, _LIST, _SET
-  format_label = _format_label
+  format_label, bookkeeping = _format_label, _BOOKKEEPING
+
+  def globals_of(name, module):
+    items = vars_(module).items()
+    ignored = bookkeeping.get(name)
+    if ignored:
+      items = [(k, v) for k, v in items if k not in ignored]
+    return list_(chain(items))
 
   def config_values():
     return [h.value for h in list_(holders.values())]
@@ -203,7 +214,7 @@ def fingerprint() -> tuple[Check, Callable[[], None]]:
              if isinstance_(m, module_type) and name not in skipped}
   state = {
       "config": config_values(),
-      "globals": {name: list_(chain(vars_(m).items()))
+      "globals": {name: globals_of(name, m)
                   for name, m in modules.items()},
   }
   deep = frozenset(n for n in modules if n.startswith(DEEP_PREFIXES)
@@ -226,7 +237,7 @@ def fingerprint() -> tuple[Check, Callable[[], None]]:
         if rebase:
           continue
         return f"sys.modules[{name!r}]"
-      items = list_(chain(vars_(module).items()))
+      items = globals_of(name, module)
       if not same(was, items, not name.startswith(strict)):
         if not rebase:
           return f"{name}.{first_changed_key(was, items)}"
@@ -261,6 +272,6 @@ def fingerprint() -> tuple[Check, Callable[[], None]]:
       if name not in modules and isinstance_(module, module_type) and (
           name not in skipped):
         modules[name] = module
-        state["globals"][name] = list_(chain(vars_(module).items()))
+        state["globals"][name] = globals_of(name, module)
 
   return changed, rebase

@@ -15,6 +15,7 @@ import dataclasses
 import importlib
 import linecache
 import os
+import pkgutil
 import sys
 import time
 import traceback
@@ -103,6 +104,27 @@ _LAZY_MODULES = (
     "jax._src.pallas.mosaic_gpu.interpret.interpret_pallas_call",
     "jax._src.tpu_custom_call", "jax.experimental.mosaic.gpu",
     "jaxlib.mlir.dialects.mhlo", "scipy.linalg", "numpy.testing")
+# MLIR's Python bindings import a dialect's op classes the first time an op
+# of it is built, so which ones a lowering needs depends on the candidate's
+# ops: every module of these packages is imported before confinement.
+_DIALECT_PACKAGES = ("jaxlib.mlir.dialects", "jaxlib.triton",
+                     "jaxlib.mosaic.python")
+
+
+def _import_lazy_modules() -> None:
+  """Everything harness code could import after confinement, where the
+  audit hook refuses any import (and the worker's uid may not even read a
+  Python installed under a private home)."""
+  for name in _LAZY_MODULES:
+    importlib.import_module(name)
+  for package in _DIALECT_PACKAGES:
+    try:
+      path = importlib.import_module(package).__path__
+    except ImportError:  # a jaxlib built without it
+      continue
+    for info in pkgutil.iter_modules(path, package + "."):
+      importlib.import_module(info.name)
+  allowlist.import_all()  # a candidate's imports then never run module code
 
 
 def preload() -> None:
@@ -110,9 +132,7 @@ def preload() -> None:
   otherwise make (allow-listed modules, jax's lazy ones) and a trace of the
   warm-up kernel. Never an XLA backend: it starts threads, and a fork copies
   only the forking thread (locks held by the others stay held)."""
-  for name in _LAZY_MODULES:
-    importlib.import_module(name)
-  allowlist.import_all()  # a candidate's imports then never run module code
+  _import_lazy_modules()
   jaxpr_tools.trace(_warm_fn, [_WARM_SHAPE])
   traceback.format_exception(ValueError("warm"))
   # Taken once here (~0.7 s) and inherited by every fork; each worker's
@@ -127,7 +147,7 @@ def warm_up(setup: WorkerSetup) -> None:
   then the state fingerprint (or preload's rebased). jax sets module state
   on first use, so what the baseline holds is the state after it."""
   jax.devices()
-  allowlist.import_all()
+  _import_lazy_modules()  # already done where the zygote preloaded
   closed, _ = jaxpr_tools.trace(_warm_fn, [_WARM_SHAPE])
   runnable = jaxpr_tools.with_pallas_interpret(
       closed, setup.backend == "interpret")
@@ -354,6 +374,7 @@ def confine(job: dict[str, Any], setup: WorkerSetup, scratch: str,
   sandbox.apply_limits(sandbox.Limits(**job["limits"]), threads_now=(
       jail.thread_count() if report.own_uid else None))
   sandbox.block_threads()
+  sandbox.seal_imports()
   sandbox.install_audit_hook(scratch, sandbox.read_roots(), CANDIDATE_FILENAME)
 
 

@@ -82,9 +82,11 @@ def test_a_violation_names_the_candidates_line():
 def _run_confined(body: str) -> subprocess.CompletedProcess:
   script = textwrap.dedent("""
       import os, sys, tempfile
+      import dataclasses, json.decoder, socket, subprocess, textwrap, types, typing
       from leap_jax.env import sandbox
       scratch = tempfile.mkdtemp()
       sandbox.apply_limits(sandbox.Limits(memory_bytes=2 << 30, cpu_seconds=30))
+      sandbox.seal_imports()
       sandbox.install_audit_hook(scratch, sandbox.read_roots(), "<candidate>")
       def attempt(label, fn):
         try:
@@ -120,6 +122,26 @@ def test_audit_hook_and_limits_in_a_child_process(tmp_path):
   assert lines["scratch"] == "ALLOWED" and lines["stdlib_read"] == "ALLOWED"
   assert "kernels_pallas" in lines["first"]
   assert not target.exists()
+
+
+def test_no_module_is_imported_after_confinement():
+  # Whoever asks: a worker's uid may not read a Python under a private home,
+  # so what is not loaded in warm-up fails the same way on every install.
+  out = _run_confined("""
+      import importlib
+      try:
+        importlib.import_module("json.tool")  # json is loaded, json.tool not
+        print("json_tool ALLOWED")
+      except ModuleNotFoundError as e:
+        print("json_tool", e)
+      import os.path
+      print("loaded ALLOWED")
+      """)
+  lines = dict(line.split(" ", 1) for line in out.stdout.splitlines())
+  assert lines["json_tool"] == ("No module named 'json.tool' (not loaded "
+                                "before the sandbox)"), (out.stdout, out.stderr)
+  assert lines["loaded"] == "ALLOWED"
+  assert lines["first"] == "None"  # fallbacks of optional imports still work
 
 
 # Candidate code (compiled as "<candidate>") inside a child with the hook:

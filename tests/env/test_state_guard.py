@@ -151,6 +151,24 @@ def test_a_module_global_rebound_and_a_harness_global_added(guard):
   assert changed() is None
 
 
+def test_the_last_uncaught_exception_is_not_a_change(guard):
+  # The interpreter (and pytest, after a failed test) rebinds these.
+  changed, _ = guard
+  import sys  # noqa: PLC0415
+  saved = {n: getattr(sys, n) for n in ("last_type", "last_value")
+           if hasattr(sys, n)}
+  sys.last_type, sys.last_value = ValueError, ValueError("x")
+  try:
+    assert changed() is None
+  finally:
+    for name in ("last_type", "last_value"):
+      if name in saved:
+        setattr(sys, name, saved[name])
+      else:
+        delattr(sys, name)
+  assert changed() is None
+
+
 def test_recorded_violations_cannot_be_erased(guard):
   changed, rebase = guard
   events = sandbox.VIOLATIONS._events  # noqa: SLF001

@@ -61,6 +61,20 @@ def test_a_full_warm_up_after_preload_imports_nothing_more():
   assert got == [], f"imported after preload: {got}"
 
 
+def test_preload_loads_every_mlir_dialect():
+  """MLIR imports a dialect's op classes when a lowering first builds one of
+  its ops (math.absf for jnp.abs): which ones depends on the candidate."""
+  got = _run("""
+      import json, pkgutil, sys
+      from leap_jax.env import worker
+      worker.preload()
+      import jaxlib.mlir.dialects as d
+      print(json.dumps([m.name for m in pkgutil.iter_modules(
+          d.__path__, "jaxlib.mlir.dialects.") if m.name not in sys.modules]))
+      """)
+  assert got == []
+
+
 def _raise_deep(n, message_chars=100000):
   source = ("def f(n):\n  if n == 0:\n"
             f"    raise ValueError('x' * {message_chars})\n  f(n - 1)\n")
