@@ -93,6 +93,10 @@ class _Violations:
   def first(self) -> str | None:
     return self._events[0] if self._events else None
 
+  def candidate_line(self) -> int:
+    """The candidate's innermost line on the stack (0: none)."""
+    return self._candidate_line()
+
 
 VIOLATIONS = _Violations()
 
@@ -229,21 +233,30 @@ def install_audit_hook(scratch_dir: str, read_roots: Iterable[str],
 
 
 class _NothingMoreToImport:
-  """The only finder once confined: whoever asks, harness or candidate."""
+  """The only finder once confined. With candidate code anywhere on the
+  stack (its import, or a library it called importing lazily) a violation;
+  otherwise the harness's own import of a module the warm-up missed, which
+  fails as ModuleNotFoundError (libraries' optional-import fallbacks keep
+  working; a lazy import on the harness's path shows in the verdict)."""
 
-  @staticmethod
-  def find_spec(name, path=None, target=None):
-    raise ModuleNotFoundError(
-        f"No module named {name!r} (not loaded before the sandbox)", name=name)
+  def __init__(self, violations: _Violations):
+    self._record, self._line = violations.record, violations.candidate_line
+
+  def find_spec(self, name, path=None, target=None):
+    what = f"import {name!r} (not loaded before the sandbox)"
+    line = self._line()
+    if line:
+      raise self._record(what, line)
+    raise ModuleNotFoundError(f"No module named {name!r} (not loaded before "
+                              "the sandbox)", name=name)
 
 
 def seal_imports() -> None:
-  """No module found from here on. An import would search and read the file
-  system as the worker's uid, which may not even read a Python installed
-  under a private home: so the warm-up loads every module, and a lazy import
-  it missed fails the same way on every install. ModuleNotFoundError keeps
-  libraries' optional-import fallbacks working."""
-  sys.meta_path[:] = [_NothingMoreToImport()]
+  """No module found from here on, whoever asks. An import would search and
+  read the file system as the worker's uid, which may not even read a Python
+  installed under a private home: so the warm-up loads every module, and a
+  lazy import it missed fails the same way on every install."""
+  sys.meta_path[:] = [_NothingMoreToImport(VIOLATIONS)]
   sys.path_importer_cache.clear()
 
 

