@@ -147,11 +147,19 @@ def _digests(stdout: str) -> dict[int, str]:
   return out
 
 
+# XLA:CPU aborts a process whose collective waits past its terminate
+# timeout, which an 8-device rendezvous on 2 loaded cores can reach (the
+# 8-device test ended with exit -6 once in a full suite run; alone it passes).
+SLOW_COLLECTIVES = (" --xla_cpu_collective_call_terminate_timeout_seconds=1200"
+                    " --xla_cpu_collective_timeout_seconds=1200")
+
+
 def _two_processes(args, while_running=None, timeout=900) -> tuple[str, str]:
   """train.py as 2 local processes x 4 CPU devices; both must exit 0.
   while_running(procs) runs while they do. Their stdouts."""
   env = dict(os.environ, JAX_PLATFORMS="cpu",
-             XLA_FLAGS="--xla_force_host_platform_device_count=4")
+             XLA_FLAGS="--xla_force_host_platform_device_count=4"
+             f"{SLOW_COLLECTIVES}")
   port = _free_port()
   procs = [subprocess.Popen(
       _cmd("train", *args, f"--coordinator_address=localhost:{port}",
@@ -256,7 +264,8 @@ def test_eight_device_mesh_matches_one_device_for_three_steps(warmstart,
                                           "--config.mesh.tensor=2"), 8)):
     workdir = str(tmp_path / name)
     env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=(
-        f"--xla_force_host_platform_device_count={devices}"))
+        f"--xla_force_host_platform_device_count={devices}"
+        f"{SLOW_COLLECTIVES}"))
     out = subprocess.run(
         _cmd("train", CONFIG, f"--config.sft.dir={warmstart}",
              f"--workdir={workdir}", ALWAYS_UPDATE, "--config.num_steps=3",
