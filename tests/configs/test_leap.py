@@ -29,8 +29,9 @@ def test_every_rl_field_comes_from_rlconfig(variant):
   embedded = {"max_new_tokens", "max_prompt_tokens", "max_seq_len",
               "learning_rate", "negative_weight", "epochs"}
   smoke = {"num_prompts", "num_samples", "max_turns", "micro_batch_rows"}
-  assert changed == {"": embedded, "smoke": embedded - {"epochs"} | smoke,
-                     "testbed": embedded, "hf": {"remat"},
+  assert changed == {"": embedded | {"temperature"},
+                     "smoke": embedded - {"epochs"} | smoke,
+                     "testbed": embedded | {"temperature"}, "hf": {"remat"},
                      "smollm2": {"remat"}}.get(variant, set())
   RLConfig(**config.rl.to_dict())  # valid as it stands
   config.rl.b2 = 0.95  # formerly not settable from the command line
