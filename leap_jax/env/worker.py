@@ -112,9 +112,9 @@ _DIALECT_PACKAGES = ("jaxlib.mlir.dialects", "jaxlib.triton",
 
 
 def _import_lazy_modules() -> None:
-  """Everything harness code could import after confinement, where the
-  audit hook refuses any import (and the worker's uid may not even read a
-  Python installed under a private home)."""
+  """Everything harness code could import after confinement, where
+  sandbox.seal_imports refuses any import (and the worker's uid may not
+  even read a Python installed under a private home)."""
   for name in _LAZY_MODULES:
     importlib.import_module(name)
   for package in _DIALECT_PACKAGES:

@@ -82,7 +82,7 @@ def test_a_violation_names_the_candidates_line():
 def _run_confined(body: str) -> subprocess.CompletedProcess:
   script = textwrap.dedent("""
       import os, sys, tempfile
-      import dataclasses, json.decoder, socket, subprocess, textwrap, types, typing
+      import dataclasses, json, socket, subprocess, textwrap, types, typing
       from leap_jax.env import sandbox
       scratch = tempfile.mkdtemp()
       sandbox.apply_limits(sandbox.Limits(memory_bytes=2 << 30, cpu_seconds=30))
