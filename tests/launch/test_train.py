@@ -334,10 +334,10 @@ def test_hf_checkpoint_on_two_processes_then_one_restores(tiny_hf_dir,
 
 @pytest.mark.skipif(
     not os.environ.get("LEAP_HEAVY_TESTS"),
-    reason="two SmolLM2 processes x 4 CPU devices: 2 x 7 GB resident with "
-           "remat (without it 2 x 13 GB: out of memory on 24 GB), and its 2 "
-           "steps did not finish within 15 minutes on 2 cores even at one "
-           "turn of 736 tokens; LEAP_HEAVY_TESTS=1 runs it")
+    reason="two SmolLM2 processes x 4 CPU devices: 2 x 7.4 GB resident "
+           "with remat (without it 2 x 13 GB: out of memory on 24 GB) and "
+           "12 minutes on 2 cores (727 s alone), too long for CI's suite; "
+           "LEAP_HEAVY_TESTS=1 runs it")
 def test_smollm2_gguf_on_two_processes_then_one_restores(tmp_path):
   from leap_jax.model import smollm2
   if not smollm2.available():
