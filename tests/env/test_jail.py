@@ -28,6 +28,12 @@ from leap_jax.env import screen
 from leap_jax.env.verdict import Status
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+# A checkout under /tmp (`git clone . /tmp/x`) is hidden by the layer's
+# private /tmp instead of mounted read-only: a write there finds no directory.
+REPO_UNDER_TMP = REPO.is_relative_to("/tmp")
+REPO_WRITE_REFUSED = "ENOENT" if REPO_UNDER_TMP else "EROFS"
+# Where the probes' host directories go: outside /tmp, read-only mounted.
+HOST_ROOT = pathlib.Path("/var/tmp") if REPO_UNDER_TMP else REPO
 ADV_DIR = pathlib.Path(__file__).parent / "adversarial"
 NATIVE = sorted(ADV_DIR.glob("native_*.md"))
 TASK = "level1/vector_add"
@@ -77,7 +83,7 @@ def _probe(mode: str = "on",
   scratch = base / "scratch"
   scratch.mkdir(mode=0o777)
   # A host directory anyone may write, outside /tmp (which the layer hides).
-  host_dir = pathlib.Path(tempfile.mkdtemp(dir=REPO, prefix=".jail_host_"))
+  host_dir = pathlib.Path(tempfile.mkdtemp(dir=HOST_ROOT, prefix=".jail_host_"))
   os.chmod(host_dir, 0o777)
   targets = {"repo": str(REPO / f".jail_probe_{base.name}"),
              "host_dir": str(host_dir / "f"), "tmp": f"/tmp/.jail_probe_{base.name}",
@@ -113,7 +119,8 @@ def test_writes_land_only_in_private_tmpfs_and_nowhere_on_the_host():
   assert report["read_only"] and report["private_tmp"] and not report["missing"]
   # Read-only mounts stop the repo and any host directory, even one the
   # worker's uid could write (mode 0777): EROFS, not a permission error.
-  assert result["wrote"]["repo"] == result["wrote"]["host_dir"] == "EROFS"
+  assert result["wrote"]["repo"] == REPO_WRITE_REFUSED
+  assert result["wrote"]["host_dir"] == "EROFS"
   # /tmp, /dev/shm and scratch are private tmpfs: writable, gone with it.
   assert result["wrote"]["tmp"] == result["wrote"]["shm"] == "written"
   assert result["wrote"]["scratch"] == "written"
@@ -132,7 +139,8 @@ def test_per_mount_remount_fallback_is_read_only_too():
   result, _ = _probe(mode="remount")
   _needs_namespaces(result)
   assert result["report"]["read_only"], result["report"]["missing"]
-  assert result["wrote"]["repo"] == "EROFS" and not result["host_sees"]["repo"]
+  assert result["wrote"]["repo"] == REPO_WRITE_REFUSED
+  assert not result["host_sees"]["repo"]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the uid drop is for root")
