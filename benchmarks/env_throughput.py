@@ -3,7 +3,10 @@
 The same mixed batch (correct, wrong, no kernel, forbidden, syntax error, no
 code: leap_jax/env/soak.py's mixture) through the pool with each start path:
   zygote      the default (after): workers forked from a clean process that
-              preloaded everything that is safe before a fork
+              preloaded everything that is safe before a fork, loading the
+              warm-up's programs a warmer compiled once (compile_cache.py)
+  zygote_unshared
+              the same, each worker compiling its own warm-up (before)
   forkserver  before: the stdlib forkserver with the worker module imported;
               each worker then warms up on its own after the fork
   spawn       a fresh python per candidate (the baseline of the ratios)
@@ -41,7 +44,8 @@ from leap_jax.env import worker as worker_lib  # noqa: E402
 
 _BATCH = flags.DEFINE_integer("batch", 64, "Candidates per batch.")
 _WORKERS = flags.DEFINE_list("workers", ["2"], "Pool sizes to measure.")
-_MODES = flags.DEFINE_list("modes", ["zygote", "forkserver", "spawn", "recycled"],
+_MODES = flags.DEFINE_list("modes", ["zygote", "zygote_unshared", "forkserver",
+                                    "spawn", "recycled"],
                            "Worker start paths to measure.")
 PHASES = ("fork", "jail", "backend", "wait", "confine", "job", "teardown")
 
@@ -51,10 +55,13 @@ def measure(mode: str, workers: int, batch) -> dict:
   setups = tuple(worker_lib.WorkerSetup(jobs_per_worker=len(batch) if recycled else 1)
                  for _ in range(workers))
   config = environment.EnvConfig(pool=pool_lib.PoolConfig(
-      num_workers=workers, start_method="zygote" if recycled else mode,
-      setups=setups, deadline_s=120))
+      num_workers=workers,
+      start_method="zygote" if mode in ("recycled", "zygote_unshared") else mode,
+      share_warm_up=mode == "zygote", setups=setups, deadline_s=120))
   with environment.KernelEnv(config) as env:
-    env.pool.prestart(wait=True)  # (the zygote's preload: once per pool)
+    # Once per pool: the zygote's preload, the warmer's compiles.
+    env.pool.warm_up_shared.wait(120)
+    env.pool.prestart(wait=True)
     env.pool.lives.clear()
     with soak.PoolTap(env.pool) as tap:
       start = time.monotonic()
@@ -88,13 +95,13 @@ def main(argv):
   base = {r["workers"]: r["candidates_per_s"] for r in rows if r["mode"] == "spawn"}
   print(f"{len(batch)} mixed candidates, {os.cpu_count()} CPU cores (shared: "
         "other jobs may run), Pallas interpret mode on CPU")
-  print(f"{'mode':<12}{'workers':>8}{'seconds':>9}{'cand/s':>8}{'vs spawn':>10}"
+  print(f"{'mode':<16}{'workers':>8}{'seconds':>9}{'cand/s':>8}{'vs spawn':>10}"
         f"{'parent':>8}{'overhead':>10}{'s/job':>7}  "
         + " ".join(f"{p:>8}" for p in PHASES))
   for r in rows:
     ratio = r["candidates_per_s"] / base[r["workers"]] if r["workers"] in base else float("nan")
     r["vs_spawn"] = round(ratio, 2)
-    print(f"{r['mode']:<12}{r['workers']:>8}{r['seconds']:>9.1f}"
+    print(f"{r['mode']:<16}{r['workers']:>8}{r['seconds']:>9.1f}"
           f"{r['candidates_per_s']:>8.2f}{ratio:>9.2f}x{r['parent_s']:>8.1f}"
           f"{r['pool_overhead']:>10.0%}"
           f"{r['overhead_s_per_job']:>7.2f}  "
@@ -107,7 +114,8 @@ def main(argv):
   summary = {f"{a}_vs_{b}_{w}w": round(by[a, w] / by[b, w], 2)
              for w in {r["workers"] for r in rows}
              for a, b in (("zygote", "spawn"), ("zygote", "forkserver"),
-                          ("forkserver", "spawn"))
+                          ("zygote", "zygote_unshared"),
+                          ("zygote_unshared", "spawn"), ("forkserver", "spawn"))
              if (a, w) in by and (b, w) in by}
   print(json.dumps({"batch": len(batch), "rows": rows, **summary}))
 

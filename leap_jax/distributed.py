@@ -100,6 +100,21 @@ def any_process(flag: bool) -> bool:
   return bool(np.asarray(flags).any())
 
 
+def one_program_at_a_time(mesh: jax.sharding.Mesh | None) -> bool:
+  """Whether sharded programs on `mesh` must not overlap: XLA:CPU runs every
+  device's part of a program on one shared thread pool, and two programs
+  with collectives in flight can each hold threads the other's rendezvous
+  waits for (a deadlock seen with 8 forced host devices). GPUs have a
+  stream per device: there, programs stay asynchronous."""
+  return (mesh is not None and mesh.devices.size > 1
+          and mesh.devices.flat[0].platform == "cpu")
+
+
+def settle(tree: Any, serialize: bool) -> Any:
+  """tree, finished first when `serialize` (one_program_at_a_time)."""
+  return jax.block_until_ready(tree) if serialize else tree
+
+
 def place(host: np.ndarray, sharding: jax.sharding.Sharding) -> jax.Array:
   """A global array from a host array every process holds identically."""
   host = np.asarray(host)
@@ -151,9 +166,11 @@ def local_copy(tree: Any, shardings: Any) -> Any:
   """
 
   def one(x, sharding):
+    serialize = one_program_at_a_time(
+        getattr(getattr(x, "sharding", None), "mesh", None))
     if not getattr(x, "is_fully_addressable", True):
-      x = _whole_on_local_device(x)
-    return jax.device_put(x, sharding)
+      x = settle(_whole_on_local_device(x), serialize)
+    return settle(jax.device_put(x, sharding), serialize)
 
   return map_with_shardings(one, tree, shardings)
 

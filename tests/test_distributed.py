@@ -59,3 +59,27 @@ def test_one_process_helpers_are_plain():
 def test_any_process_in_one_process_is_the_flag():
   assert distributed.any_process(True) is True
   assert distributed.any_process(False) is False
+
+
+def _fake_mesh(platform, n):
+  device = type("Device", (), {"platform": platform})()
+  return type("Mesh", (), {"devices": np.array([device] * n)})()
+
+
+@pytest.mark.parametrize("mesh, want", [
+    (None, False),
+    (_fake_mesh("cpu", 1), False),
+    (_fake_mesh("cpu", 8), True),    # XLA:CPU: one thread pool for all
+    (_fake_mesh("gpu", 8), False),   # a stream per device: stay async
+])
+def test_one_program_at_a_time_only_on_several_cpu_devices(mesh, want):
+  assert distributed.one_program_at_a_time(mesh) is want
+
+
+def test_settle_waits_only_when_asked(monkeypatch):
+  waited = []
+  monkeypatch.setattr(jax, "block_until_ready",
+                      lambda tree: waited.append(tree) or tree)
+  tree = {"a": jax.numpy.ones(3)}
+  assert distributed.settle(tree, False) is tree and not waited
+  assert distributed.settle(tree, True) is tree and waited == [tree]

@@ -26,12 +26,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from leap_jax.env import compile_cache
 from leap_jax.env import device_gate
 from leap_jax.env import jail
 from leap_jax.env import shared_inputs
 from leap_jax.env import wire
 from leap_jax.env import worker as worker_lib
 from leap_jax.env import worker_process
+from leap_jax.env import zygote as zygote_lib
 from leap_jax.env.verdict import Status
 
 _LOG = logging.getLogger(__name__)
@@ -57,6 +59,7 @@ class PoolConfig:
   max_output_bytes: int = 1 << 30
   setups: tuple[worker_lib.WorkerSetup, ...] = ()  # one per slot; default CPU
   jail: jail.JailConfig = jail.JailConfig()
+  share_warm_up: bool = True           # zygote: compile the warm-up once
 
   def worker_count(self) -> int:
     return self.num_workers or len(self.setups) or os.cpu_count() or 1
@@ -129,6 +132,13 @@ class WorkerPool:
         collections.deque(maxlen=10_000))
     self._alive: set[worker_process.WorkerProcess] = set()
     self._job_ids = itertools.count()
+    self.warm_up_entries: int | None = None  # shared compiled programs
+    self.warm_up_shared = threading.Event()  # set once tried (see entries)
+    if config.share_warm_up and config.start_method == "zygote":
+      threading.Thread(target=self._share_warm_up, name="leap-env-warmer",
+                       daemon=True).start()
+    else:
+      self.warm_up_shared.set()
 
   @property
   def size(self) -> int:
@@ -160,6 +170,42 @@ class WorkerPool:
       if not w.gone:  # (a start that failed at once is gone already)
         self._alive.add(w)
     return w
+
+  def _share_warm_up(self) -> None:
+    """A warmer compiles the warm-up's programs; workers forked after it
+    load them instead of compiling (compile_cache.py). Workers started
+    before then, or after a failure here, compile as before."""
+    setup = dataclasses.replace(self._setups[0], fill_compile_cache=True)
+    def gone(w):
+      with self._lock:
+        self._alive.discard(w)
+    w = worker_process.WorkerProcess(
+        self._starter, setup, self.config.jail, self._scratch_root,
+        self.config.startup_deadline_s, on_gone=gone)
+    with self._lock:
+      if not w.gone:
+        self._alive.add(w)
+    try:
+      error = w.wait_ready(self.config.startup_deadline_s)
+      if error:
+        raise compile_cache.CacheError(error)
+      message = w.receive(self.config.startup_deadline_s,
+                          wire.message_cap(compile_cache.MAX_TOTAL_BYTES))
+      if message is None:
+        raise compile_cache.CacheError("the warmer sent no entries in time")
+      arrays = message.pop("_arrays")
+      self._starter.zygote.give_compile_cache(
+          compile_cache.validate(message, arrays))
+      self.warm_up_entries = len(arrays)
+      _LOG.info("warm-up: %d compiled program file(s) shared with later "
+                "workers", len(arrays))
+    except (compile_cache.CacheError, zygote_lib.ZygoteError, EOFError,
+            OSError, wire.WireError) as e:
+      _LOG.warning("warm-up programs not shared (each worker compiles "
+                   "them): %s", e)
+    finally:
+      w.kill()
+      self.warm_up_shared.set()
 
   def _gone(self, w: worker_process.WorkerProcess) -> None:
     with self._lock:

@@ -28,6 +28,7 @@ import numpy as np
 from jax.experimental import pallas as pl
 
 from leap_jax.env import allowlist
+from leap_jax.env import compile_cache
 from leap_jax.env import jail
 from leap_jax.env import jaxpr_tools
 from leap_jax.env import module_views
@@ -54,6 +55,7 @@ class WorkerSetup:
   check_lowering: bool = True          # lower for cuda on CPU hosts
   jobs_per_worker: int = 1             # >1 recycles the process (benchmarks only)
   keep_stdio: bool = False             # debugging the harness only
+  fill_compile_cache: bool = False     # a warmer: no job (compile_cache.py)
 
 
 class _Stop(Exception):
@@ -140,13 +142,17 @@ def preload() -> None:
   _BASELINE.append(state_guard.fingerprint())
 
 
-def warm_up(setup: WorkerSetup) -> None:
+def warm_up(setup: WorkerSetup, cache: str | None = None) -> None:
   """After the fork, before the audit hook is armed: the XLA backend, then
   what first use of it sets (compiling, running interpret mode, lowering for
   the GPU, an exported program; imports too where `preload` did not run),
   then the state fingerprint (or preload's rebased). jax sets module state
-  on first use, so what the baseline holds is the state after it."""
+  on first use, so what the baseline holds is the state after it.
+  cache: a directory of compiled warm-up programs (compile_cache.py), read,
+  or written by a warmer; switched off again before the fingerprint."""
   jax.devices()
+  if cache:
+    compile_cache.enable(cache, fill=setup.fill_compile_cache)
   _import_lazy_modules()  # already done where the zygote preloaded
   closed, _ = jaxpr_tools.trace(_warm_fn, [_WARM_SHAPE])
   runnable = jaxpr_tools.with_pallas_interpret(
@@ -161,6 +167,8 @@ def warm_up(setup: WorkerSetup) -> None:
   jax.jit(jax.export.deserialize(exported.serialize()).call)(
       jnp.ones((16, 16), jnp.float32)).block_until_ready()
   traceback.format_exception(ValueError("warm"))
+  if cache:
+    compile_cache.disable(cache, keep_files=setup.fill_compile_cache)
   if _BASELINE:  # preload's, from before the fork: accept what warm-up set
     _BASELINE[-1][1]()
   else:
@@ -399,9 +407,14 @@ def main(conn, setup: WorkerSetup, scratch: str,
   jail.clean_environment(jail_config)
   report.clean_environment = True
   configure_backend(setup)
-  warm_up(setup)
+  cache = (compile_cache.cache_dir(scratch) if setup.fill_compile_cache
+           else compile_cache.stage(scratch))
+  warm_up(setup, cache)
   send({"kind": "ready", "forked_at": forked_at, "entered": entered,
         "jailed": jailed, "warm": time.monotonic()})
+  if setup.fill_compile_cache:  # a warmer: its entries, and no job
+    send(*compile_cache.collect(cache))
+    return
   for index in range(setup.jobs_per_worker):
     job = shared_inputs.receive_job(conn, jnp.dtype)
     _show_source_in_tracebacks(job["source"])

@@ -9,6 +9,8 @@ thread. It never runs candidate code and never reads what a worker sends.
 Protocol on a SOCK_SEQPACKET pair, one JSON object per packet:
   pool -> zygote   {"op": "spawn", "id", "setup", "jail", "scratch"}
                    + the worker's end of its private socket (SCM_RIGHTS)
+                   {"op": "cache"} + a memfd of the warm-up's compiled
+                   programs (compile_cache.py), kept for later forks
   zygote -> pool   {"op": "up", "seconds"} once, after the preload
                    {"op": "spawned", "id", "pid"} + a pidfd where the kernel
                    has them (signals then never reach a reused pid)
@@ -34,6 +36,8 @@ import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
+
+from leap_jax.env import compile_cache
 
 _MAX_PACKET = 1 << 16
 
@@ -84,6 +88,9 @@ def serve(fd: int) -> None:
           except OSError:
             pass
         os._exit(0)
+      if message.get("op") == "cache":
+        compile_cache.keep(fds[0])
+        continue
       _spawn(sock, message, fds, children, (sock.fileno(), wake_r, wake_w),
              jail, worker)
 
@@ -298,6 +305,17 @@ class Zygote:
       if not request.done.wait(timeout_s) or request.child is None:
         raise ZygoteError(f"no worker: {request.error or 'no answer'}")
       return request.child
+
+  def give_compile_cache(self, blob: bytes) -> None:
+    """The warm-up's compiled programs, for every worker forked after."""
+    fd = compile_cache.to_memfd(blob)
+    try:
+      with self._lock:
+        _send(self._sock, {"op": "cache"}, [fd])
+    except OSError as e:
+      raise ZygoteError(f"the zygote is gone: {e!r}") from None
+    finally:
+      os.close(fd)
 
   def alive(self) -> bool:
     return self._process.poll() is None and self._reader.is_alive()

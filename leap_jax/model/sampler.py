@@ -29,6 +29,7 @@ from flax import nnx, struct
 
 from jax.sharding import Mesh, NamedSharding
 
+from leap_jax import distributed
 from leap_jax.model import cpu_decode, kv_cache, sampling, transformer
 from leap_jax.model import sharding as sharding_lib
 from leap_jax.model.config import ModelConfig
@@ -275,6 +276,8 @@ class Sampler:
     gen_len = bucket(max_new_tokens)
     state = prefill(self.graphdef, self.state, tokens_BS, valid_BS,
                     num_samples, gen_len, self.mesh_rules)
+    if distributed.one_program_at_a_time(self.mesh):
+      state = jax.block_until_ready(state)  # before decode's collectives
     tokens, logps, lengths, _ = decode(
         self.graphdef, self._decode_params(len(padded) * num_samples), state,
         mode, np.int32(max_new_tokens),

@@ -179,8 +179,13 @@ class Update:
                                            mesh_rules=mesh_rules))
     self.apply = jax.jit(functools.partial(_apply, optimizer),
                          donate_argnums=(0, 1))
+    # One program adds a micro-batch's gradients into the donated total (an
+    # eager tree.map would dispatch two programs per leaf).
+    self._add = jax.jit(lambda total, part: jax.tree.map(jnp.add, total, part),
+                        donate_argnums=0)
     self._logp = make_logprob_fn(graphdef, cfg, mesh_rules)
     self.mesh, self.rules, self.ref_params = mesh, rules, ref_params
+    self._serialize = distributed.one_program_at_a_time(mesh)
 
   def _place(self, micro_batch: Batch) -> Batch:
     """A host micro-batch [1, B, L] as arrays with rows over (data, fsdp)."""
@@ -203,9 +208,12 @@ class Update:
 
   def logprobs(self, params, batches: list[Batch]) -> list[np.ndarray]:
     """Per batch, the [M, B, L] token logprobs under `params` (numpy)."""
-    parts = [[self._logp(params, micro) for micro in self._micro_batches(b)]
-             for b in batches]
+    parts = [[self._settle(self._logp(params, micro))
+              for micro in self._micro_batches(b)] for b in batches]
     return _to_host(parts)
+
+  def _settle(self, tree):
+    return distributed.settle(tree, self._serialize)
 
   def __call__(self, params, opt_state, batches: list[Batch]):
     """batches: host (numpy) or device arrays. logps come back as numpy."""
@@ -216,10 +224,10 @@ class Update:
       parts = []
       for micro in self._micro_batches(batch):
         if self.ref_params is not None:
-          micro['ref_logp'] = self._logp(self.ref_params, micro)
-        out = self.grads(params, micro)
-        total = out[:2] if total is None else jax.tree.map(jnp.add, total,
-                                                            out[:2])
+          micro['ref_logp'] = self._settle(self._logp(self.ref_params, micro))
+        out = self._settle(self.grads(params, micro))
+        total = (out[:2] if total is None
+                 else self._settle(self._add(total, out[:2])))
         parts.append(out[2])
       logps.append(parts)
     params, opt_state, metrics = self.apply(params, opt_state, *total)

@@ -68,7 +68,9 @@ def test_harness_fault_is_retried_once_then_reported(monkeypatch, failures,
                                                      want, faults):
   monkeypatch.setattr(worker_process, "WorkerProcess", _FlakyWorker)
   _FlakyWorker.failures = failures
-  config = environment.EnvConfig(pool=pool_lib.PoolConfig(num_workers=1, deadline_s=15))
+  # (No warmer: it would be the first worker made.)
+  config = environment.EnvConfig(pool=pool_lib.PoolConfig(
+      num_workers=1, deadline_s=15, share_warm_up=False))
   with environment.KernelEnv(config) as env:
     (verdict,) = env.evaluate([(TASK, vector_add())])
     assert verdict.status is want, verdict.detail

@@ -82,8 +82,9 @@ class _KilledWorker(worker_process.WorkerProcess):
 def test_killed_mid_candidate_is_retried_and_crashed_if_killed_again(
     monkeypatch):
   monkeypatch.setattr(worker_process, "WorkerProcess", _KilledWorker)
-  config = environment.EnvConfig(pool=pool_lib.PoolConfig(num_workers=1,
-                                                          deadline_s=15))
+  # (No warmer: its receive would take a kill meant for a candidate.)
+  config = environment.EnvConfig(pool=pool_lib.PoolConfig(
+      num_workers=1, deadline_s=15, share_warm_up=False))
   answer = soak.benign("correct", "level1/vector_add").answer
   with environment.KernelEnv(config) as env:
     _KilledWorker.kills = 1
