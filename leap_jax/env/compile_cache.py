@@ -87,7 +87,8 @@ def to_memfd(blob: bytes) -> int:
 def keep(fd: int) -> None:
   """The zygote: the blob in the memfd, kept for every later fork."""
   size = os.fstat(fd).st_size
-  blob = os.pread(fd, size, 0) if size <= MAX_TOTAL_BYTES + (2 << 20) else b""
+  blob = (os.pread(fd, size, 0)
+          if size <= wire.message_cap(MAX_TOTAL_BYTES) else b"")
   os.close(fd)
   _BLOB[:] = [blob] if blob else []
 
