@@ -88,8 +88,9 @@ def _token_advantages(samples: Sequence[TurnSample], seqs, full: int,
     logp[i, span] = np.asarray(samples[i].sampler_logprobs,
                                np.float32)[:len(response)]
     adv[i, span] = samples[i].advantage
-  if cfg.slip_prob > 0:
-    adv[np.asarray(grpo.slip_mask(logp, adv, mask, cfg.slip_prob))] = 0.0
+  if cfg.slip_prob > 0 or cfg.negative_max_prob < 1:
+    adv[np.asarray(grpo.slip_mask(logp, adv, mask, cfg.slip_prob,
+                                  cfg.negative_max_prob))] = 0.0
   return mask, adv
 
 

@@ -84,6 +84,9 @@ class RLConfig:
   # probability below slip_prob carry no gradient (KernelGYM's
   # extreme_risk_prob_threshold). 0: off.
   slip_prob: float = 1e-5
+  # ... and those it sampled with probability above negative_max_prob (the
+  # text it was sure of: grpo.slip_mask). 1: no ceiling.
+  negative_max_prob: float = 1.0
   aggregation: str = 'token_mean'
   norm_length: int = 0          # seq_mean_token_sum_norm; 0: max_new_tokens
   kl_beta: float = 0.0
@@ -128,6 +131,9 @@ class RLConfig:
                        f'{self.negative_weight}')
     if not 0.0 <= self.slip_prob < 1.0:
       raise ValueError(f'rl.slip_prob must be in [0, 1), got {self.slip_prob}')
+    if not 0.0 < self.negative_max_prob <= 1.0:
+      raise ValueError('rl.negative_max_prob must be in (0, 1], got '
+                       f'{self.negative_max_prob}')
     if self.dual_clip and self.dual_clip <= 1.0:
       raise ValueError('rl.dual_clip must be 0 (off) or > 1, got '
                        f'{self.dual_clip}')

@@ -29,17 +29,28 @@ def token_logprobs(logits_BLV: jax.Array, targets_BL: jax.Array,
 
 
 def slip_mask(sampler_logp_BL: jax.Array, adv_BL: jax.Array,
-              mask_BL: jax.Array, slip_prob: float) -> jax.Array:
+              mask_BL: jax.Array, slip_prob: float,
+              negative_max_prob: float = 1.0) -> jax.Array:
   """Response tokens the slip guard takes out: A < 0 and sampled by the
   rollout policy with probability below slip_prob (KernelGYM's extreme-risk
-  mask). A small policy's failures are mostly slips at one unlikely token;
+  mask), or above negative_max_prob (< 1; 1: no ceiling).
+
+  A small policy's failures are mostly slips at one unlikely token;
   pushing such a token further down moves the shared weights far (its
-  log-prob gradient is largest) and drags every context with it."""
+  log-prob gradient is largest) and drags every context with it. The text
+  after a slip is text the policy is sure of (another task's memorised
+  solution, the boilerplate every answer shares): with the ceiling a
+  negative advantage lands only on the choices the policy was unsure of,
+  and the clip (rho >= 1 - eps_low) cannot walk its confident tokens down."""
   adv_BL = jnp.asarray(adv_BL, jnp.float32)
   if adv_BL.ndim == 1:
     adv_BL = adv_BL[:, None]
-  low_BL = jnp.asarray(sampler_logp_BL) < jnp.log(jnp.float32(slip_prob))
-  return jnp.asarray(mask_BL, bool) & (adv_BL < 0) & low_BL
+  logp_BL = jnp.asarray(sampler_logp_BL)
+  guarded_BL = logp_BL < jnp.log(jnp.float32(slip_prob))
+  if negative_max_prob < 1.0:
+    guarded_BL = guarded_BL | (logp_BL > jnp.log(
+        jnp.float32(negative_max_prob)))
+  return jnp.asarray(mask_BL, bool) & (adv_BL < 0) & guarded_BL
 
 
 def aggregation_weights(mask_BL: jax.Array, aggregation: str,

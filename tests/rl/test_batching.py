@@ -137,6 +137,21 @@ def test_slip_guard_takes_unlikely_negative_tokens_out():
   assert batching.pack_buckets([all_low], cfg, skip_zero_advantage=True) == []
 
 
+def test_negative_max_prob_takes_confident_negative_tokens_out():
+  # Probabilities .5, .001, .9 on a failed (A = -1) and a solved answer;
+  # the ceiling 0.8 with the floor off guards the failed answer's third
+  # token only: token_mean then divides by the 5 tokens left.
+  probs = np.array([0.5, 0.001, 0.9])
+  failed = batching.TurnSample([1], [2, 3, 4], np.log(probs), -1.0)
+  solved = batching.TurnSample([1], [2, 3, 4], np.log(probs), 1.0)
+  cfg = RLConfig(micro_batch_rows=2, min_seq_bucket=8, slip_prob=0.0,
+                 negative_max_prob=0.8)
+  b = batching.pack([failed, solved], cfg)
+  m = b['mask'][0]
+  np.testing.assert_allclose(b['advantages'][0][m], [-1, -1, 0, 1, 1, 1])
+  np.testing.assert_allclose(b['weights'][0][m], [.2, .2, 0, .2, .2, .2])
+
+
 def test_split_shuffles_into_near_equal_parts():
   samples = [_sample([1], [2], adv=float(i)) for i in range(5)]
   parts = batching.split(samples, 2, np.random.default_rng(0))

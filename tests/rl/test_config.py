@@ -51,6 +51,8 @@ def test_single_turn_mode_uses_one_turn():
                                           ('negative_weight', 1.5),
                                           ('slip_prob', 1.0),
                                           ('slip_prob', -0.1),
+                                          ('negative_max_prob', 0.0),
+                                          ('negative_max_prob', 1.5),
                                           ('dual_clip', 0.5),
                                           ('mini_batches', 0),
                                           ('epochs', 0)])

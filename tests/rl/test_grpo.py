@@ -102,6 +102,24 @@ def test_slip_mask_by_hand():
                                 [[0, 1, 0, 0], [0, 0, 1, 0]])
 
 
+def test_slip_mask_ceiling_by_hand():
+  # negative_max_prob 0.8 also guards the A < 0 tokens sampled above 0.8
+  # (0.9 here), not those at or below it; A > 0 rows never.
+  logp = np.log(np.array([[0.5, 0.001, 0.9, 0.8],
+                          [0.95, 0.5, 0.001, 0.9]], np.float32))
+  mask = np.ones((2, 4), bool)
+  guard = grpo.slip_mask(logp, np.array([-1.0, 0.5]), mask, 0.01, 0.8)
+  np.testing.assert_array_equal(guard, [[0, 1, 1, 0], [0, 0, 0, 0]])
+  # The ceiling alone (slip_prob 0): only the confident tokens.
+  np.testing.assert_array_equal(
+      grpo.slip_mask(logp, np.array([-1.0, -1.0]), mask, 0.0, 0.8),
+      [[0, 0, 1, 0], [1, 0, 0, 1]])
+  # 1.0: no ceiling, the floor's rule alone.
+  np.testing.assert_array_equal(
+      grpo.slip_mask(logp, np.array([-1.0, 0.5]), mask, 0.01, 1.0),
+      [[0, 1, 0, 0], [0, 0, 0, 0]])
+
+
 def test_per_token_advantages_equal_per_row_ones():
   rs = np.random.RandomState(2)
   old = -rs.uniform(0.5, 3, (3, 5))
