@@ -76,6 +76,14 @@ def _tree_max_diff(a, b):
              for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
 
 
+def _tree_max_scaled_diff(a, b):
+  """max |a - b| / max(1, |b|): absolute below 1, relative above (f32 sums
+  of gradients near 30 round at about 1e-5 absolute)."""
+  return max(float((np.abs(np.asarray(x) - np.asarray(y))
+                    / np.maximum(1.0, np.abs(np.asarray(y)))).max())
+             for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+
+
 @pytest.mark.parametrize('family', ['llama', 'qwen2', 'qwen3'])
 def test_attention_paths_match_dot_logits_and_gradients(tiny_dirs, family):
   """Today's path (whole score matrix) against the blockwise ones, f32:
@@ -131,7 +139,8 @@ def test_chunked_token_logprobs_match_full_logits(tiny_dirs, family):
                              np.asarray(full(state)), atol=1e-5)
   weights_BL = jnp.asarray(np.random.RandomState(2).randn(2, 23), jnp.float32)
   grad = lambda fn: jax.grad(lambda s: jnp.sum(fn(s) * weights_BL))(state)
-  assert _tree_max_diff(grad(chunked), grad(full)) <= 1e-5
+  # The embedding's gradient reaches 29 here: 1.1e-5 apart is 6.5e-6 of it.
+  assert _tree_max_scaled_diff(grad(chunked), grad(full)) <= 1e-5
 
 
 def test_layers_are_stacked_and_scanned_like_a_loop(tiny_dirs):
