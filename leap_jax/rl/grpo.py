@@ -40,8 +40,8 @@ def slip_mask(sampler_logp_BL: jax.Array, adv_BL: jax.Array,
   log-prob gradient is largest) and drags every context with it. The text
   after a slip is text the policy is sure of (another task's memorised
   solution, the boilerplate every answer shares): with the ceiling a
-  negative advantage lands only on the choices the policy was unsure of,
-  and the clip (rho >= 1 - eps_low) cannot walk its confident tokens down."""
+  negative advantage lands only on the choices the policy was unsure of;
+  its confident tokens are not walked down by (1 - eps_low) per pass."""
   adv_BL = jnp.asarray(adv_BL, jnp.float32)
   if adv_BL.ndim == 1:
     adv_BL = adv_BL[:, None]
