@@ -3,11 +3,9 @@ import json
 import numpy as np
 import pytest
 
-from configs import leap
-from leap_jax import evaluation, policy as policy_lib, run_log
+from leap_jax import evaluation, run_log
 from leap_jax.env.verdict import Status, Timing, Verdict
 from leap_jax.rl.config import RLConfig
-from leap_jax.warmstart import store
 
 TASKS = ["level1/relu", "level1/abs", "level2/matmul_bias_relu"]
 
@@ -47,20 +45,6 @@ class _OkForRelu:
       out.append(Verdict(task, Status.OK if ok else Status.WRONG_OUTPUT, "x",
                          timing=timing if ok else None))
     return out
-
-
-@pytest.fixture(scope="module")
-def tiny_policy(tmp_path_factory):
-  config = leap.get_config("smoke")
-  directory = str(tmp_path_factory.mktemp("ws"))
-  config.sft.update(dir=directory, steps=2)
-
-  class NoEnv:
-    def evaluate(self, requests):
-      return [Verdict(t, Status.OK, "") for t, _ in requests]
-
-  store.make(directory, config, ["level1/relu", "level1/abs"], NoEnv())
-  return policy_lib.load(config, ["level1/relu", "level1/abs"], None)
 
 
 def test_evaluate_counts_turns_levels_and_fast_p(tiny_policy):

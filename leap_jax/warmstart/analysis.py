@@ -18,7 +18,6 @@ Two yardsticks for repairs in activated groups:
 from __future__ import annotations
 
 import collections
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,13 +25,6 @@ import numpy as np
 
 GROUP_TYPES = ("all_correct", "easy", "activated", "hopeless")
 BARE_FEEDBACK = "wrong"
-
-
-def dcp_bounds(num_samples: int, t_min: int = -1, t_max: int = -1
-               ) -> tuple[int, int]:
-  """DCP's (t_min, t_max), -1 meaning the defaults ceil(G/2) and G - 1."""
-  return (math.ceil(num_samples / 2) if t_min < 0 else t_min,
-          num_samples - 1 if t_max < 0 else t_max)
 
 
 def group_types(turn1_ok_PG: np.ndarray, t_min: int, t_max: int) -> np.ndarray:
@@ -146,7 +138,8 @@ def analyse(policy: Any, params: Any, env: Any, task_ids: Sequence[str],
   same rollout with bare feedback, the resampling yardstick, turn-1
   failures by status, environment calls."""
   from leap_jax import evaluation  # pylint: disable=g-import-not-at-top
-  t_min, t_max = dcp_bounds(num_samples, cfg.t_min, cfg.t_max)
+  # DCP's bounds for this G (RLConfig's rule: -1 takes ceil(G/2), G - 1).
+  t_min, t_max = cfg.replace(num_samples=num_samples).dcp_bounds
   judge = CachingJudge(env)
   with_feedback = evaluation.unpruned_rollout(
       policy, params, env, task_ids, cfg, num_samples, seed, prompts_per_call,

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from leap_jax.env.verdict import Status, Verdict
+from leap_jax.rl.config import RLConfig
 from leap_jax.warmstart import analysis
 
 
@@ -24,11 +25,6 @@ OK = _ok(["11111111",   # all correct
           "1111112-",   # easy: 2 failures, 1 repaired
           "11123-2-",   # activated: 5 failures, 3 repaired
           "-2------"])  # hopeless: 8 failures, 1 repaired
-
-
-def test_bounds_default_to_dcp():
-  assert analysis.dcp_bounds(8) == (4, 7)
-  assert analysis.dcp_bounds(8, 2, 6) == (2, 6)
 
 
 def test_group_types_by_turn1_failures():
@@ -108,3 +104,41 @@ def test_report_names_every_group_and_yardstick():
                 "activated, 4-7 failures", "hopeless, 8 failures (pruned)",
                 "60.0%", 'bare "wrong"', "2 fresh samples would succeed"):
     assert words in text, words
+
+
+class _ReluOnly:
+  """relu is correct whatever the answer; every other task is wrong."""
+
+  def __init__(self):
+    self.config = type("C", (), {"target_backend": "triton"})()
+    self.calls = 0
+
+  def evaluate(self, requests):
+    self.calls += len(requests)
+    return [Verdict(t, Status.OK if t == "level1/relu" else
+                    Status.WRONG_OUTPUT, "max abs error 1.0")
+            for t, _ in requests]
+
+
+def test_analyse_groups_both_runs_with_dcp_bounds_of_its_g(tiny_policy):
+  env = _ReluOnly()
+  cfg = RLConfig(max_turns=2, max_new_tokens=8)  # its num_samples is 8
+  result = analysis.analyse(tiny_policy, tiny_policy.params, env,
+                            ["level1/relu", "level1/abs"], cfg,
+                            num_samples=4, prompts_per_call=2)
+  # G = 4: ceil(4 / 2) = 2 and 3, not the (4, 7) of the config's G = 8.
+  assert (result["t_min"], result["t_max"]) == (2, 3)
+  assert result["turns"] == 2 and result["samples"] == 4
+  for key in ("feedback", "bare_feedback"):
+    run = result[key]
+    assert (run["acc@1"], run["acc@2"]) == (0.5, 0.5)
+    assert run["groups"]["all_correct"]["groups"] == 1
+    assert run["groups"]["hopeless"] == {"groups": 1, "failed": 4,
+                                         "repaired": 0, "repair_rate": 0.0}
+    assert run["repair_rate_activated"] is None
+  assert result["turn1_same_share"] == 1.0
+  assert result["turn1_failures"] == {"wrong_output": 4}
+  # Each distinct (task, answer) is judged once over both runs: relu turn 1,
+  # abs turns 1 and 2, abs turn 2 after bare feedback, 4 samples each.
+  assert result["env_calls"] == env.calls <= 4 + 4 + 4 + 4
+  assert "activated, 2-3 failures" in analysis.format_report(result)
