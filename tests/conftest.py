@@ -12,10 +12,11 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
               if p and p != ROOT])
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def tiny_policy(tmp_path_factory):
   """The smoke config's policy on relu and abs after 2 warm-start steps: it
-  answers (badly), fast."""
+  answers (badly), fast. Made once for every module that asks (tests only
+  read it)."""
   from configs import leap  # pylint: disable=g-import-not-at-top
   from leap_jax import policy as policy_lib  # pylint: disable=g-import-not-at-top
   from leap_jax.env.verdict import Status, Verdict  # pylint: disable=g-import-not-at-top
