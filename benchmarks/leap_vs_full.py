@@ -24,7 +24,7 @@ accuracies are swapped at random while each keeps its own clock; null_p is
 the share of swaps whose ratio is at least the observed one.
 
   python benchmarks/leap_vs_full.py [--seeds=3] [--steps=8] [--eval_every=4]
-      [--eval_split=eval] [--eval_samples=4] [--target=-1] [--target_margin=0.05]
+      [--eval_split=gen:eval:48] [--eval_samples=4] [--target=-1] [--target_margin=0.05]
       [--modes=leap,multiturn_full] [--out=DIR] [--extra=--config.X=Y ...]
   python benchmarks/leap_vs_full.py --quick   # smoke config, 2 seeds x 2 steps
 
@@ -65,9 +65,10 @@ _STEPS = flags.DEFINE_integer("steps", 0, "Steps per run (0: 8, or 2 with "
 _EVAL_EVERY = flags.DEFINE_integer(
     "eval_every", 0, "Evaluate every this many steps and at the last (0: 4, "
     "or 2 with --quick).")
-_EVAL_SPLIT = flags.DEFINE_enum(
-    "eval_split", None, ["eval", "train", "all"], "Evaluation tasks "
-    "(default: eval, the held-out split; train with --quick).")
+_EVAL_SPLIT = flags.DEFINE_string(
+    "eval_split", "", "Evaluation tasks, as launch/evaluate.py's --split "
+    "reads them (eval, train, all or a task set such as gen:eval:48; "
+    "default: the config's held-out eval_tasks, train with --quick).")
 _EVAL_SAMPLES = flags.DEFINE_integer("eval_samples", 0, "Trajectories per "
                                      "task (0: 4, or 2 with --quick).")
 _TARGET = flags.DEFINE_float("target", -1.0, "Absolute Acc@T target (< 0: "
@@ -214,11 +215,13 @@ def main(argv):
   if len(argv) > 1:
     fail("leap_vs_full", f"unexpected arguments: {argv[1:]}")
   quick = _QUICK.value
-  config = "configs/leap.py:smoke" if quick else "configs/leap.py"
+  config = "configs/leap.py:smoke" if quick else "configs/leap.py:bench"
   num_seeds = _SEEDS.value or (2 if quick else 3)
   steps = _STEPS.value or (2 if quick else 8)
   every = _EVAL_EVERY.value or (2 if quick else 4)
-  split = _EVAL_SPLIT.value or ("train" if quick else "eval")
+  split = _EVAL_SPLIT.value or ("train" if quick else
+                                leap_config.get_config("bench").eval_tasks
+                                or "eval")
   samples = _EVAL_SAMPLES.value or (2 if quick else 4)
   if samples < 2 or steps < 1 or every < 1:
     fail("leap_vs_full", "--eval_samples must be >= 2, --steps and "
@@ -232,7 +235,7 @@ def main(argv):
   seeds, results, targets = list(range(num_seeds)), [], []
   for seed in seeds:
     sft_dir = sft_base or os.path.join(ROOT, leap_config.get_config(
-        "smoke" if quick else "").sft.dir)
+        "smoke" if quick else "bench").sft.dir)
     if seed:
       sft_dir += f"_seed{seed}"
     results.append(runner.seed(seed, sft_dir, eval_steps(steps, every)))

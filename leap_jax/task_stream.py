@@ -32,7 +32,8 @@ def eval_tasks(split: str, spec: str = "", train_spec: str = "train"
                ) -> list[str]:
   """Task ids an evaluation runs on: the split ("eval": the held-out set of
   what train_spec trains on, the suite's or gen:eval; "train"; "all"), or
-  only the ids and level prefixes of it that `spec` names."""
+  only the tasks of it that `spec` names (a task-set spec, as
+  kernels_pallas.resolve_tasks reads it: ids, prefixes, gen:eval:48)."""
   if split not in SPLITS:
     raise ValueError(f"eval_split must be one of {', '.join(SPLITS)}, got "
                      f"{split!r}")
@@ -41,24 +42,18 @@ def eval_tasks(split: str, spec: str = "", train_spec: str = "train"
         kernels_pallas.eval_set_for(train_spec))
   else:
     pool = kernels_pallas.task_ids(None if split == "all" else split)
-  return _pick(spec, pool, "eval_tasks", f"task of the {split} split") if (
-      spec.strip()) else pool
-
-
-def _items(spec: str) -> list[str]:
-  return [s.strip() for s in spec.split(",") if s.strip()]
-
-
-def _pick(spec: str, pool: Sequence[str], field: str, what: str) -> list[str]:
-  out = []
-  for item in _items(spec):
-    picked = [t for t in pool if t == item or t.startswith(item.rstrip("/") + "/")]
+  if not spec.strip():
+    return pool
+  in_pool, out = set(pool), []
+  for item in (s.strip() for s in spec.split(",") if s.strip()):
+    try:
+      picked = [t for t in kernels_pallas.resolve_tasks(item) if t in in_pool]
+    except ValueError as e:
+      raise ValueError(f"eval_tasks: {e}") from None
     if not picked:
-      raise ValueError(f"{field}: {item!r} names no {what} "
-                       f"(python launch/check_kernel.py --list)")
+      raise ValueError(f"eval_tasks: {item!r} names no task of the {split} "
+                       f"split (python launch/check_kernel.py --list)")
     out += [t for t in picked if t not in out]
-  if not out:
-    raise ValueError(f"{field} is empty")
   return out
 
 

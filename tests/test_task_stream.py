@@ -55,3 +55,15 @@ def test_eval_tasks_split_and_names():
     task_stream.eval_tasks("test")
   with pytest.raises(ValueError, match="names no task of the eval split"):
     task_stream.eval_tasks("eval", "level1/relu")  # a training task
+
+
+def test_eval_tasks_takes_a_named_set_of_the_split():
+  # gen:eval:6 is the first six held-out generated tasks (balanced over the
+  # families), the testbed's evaluation set in miniature.
+  six = kernels_pallas.resolve_tasks("gen:eval:6")
+  assert task_stream.eval_tasks("eval", "gen:eval:6", "gen:train") == six
+  assert len(six) == 6 and len({t.split("/")[1] for t in six}) == 3
+  with pytest.raises(ValueError, match="names no task of the eval split"):
+    task_stream.eval_tasks("eval", "gen:train:3", "gen:train")
+  with pytest.raises(ValueError, match="eval_tasks: .*count after the split"):
+    task_stream.eval_tasks("eval", "gen:eval:x", "gen:train")

@@ -31,7 +31,8 @@ def test_every_rl_field_comes_from_rlconfig(variant):
   smoke = {"num_prompts", "num_samples", "max_turns", "micro_batch_rows"}
   assert changed == {"": embedded | {"temperature"},
                      "smoke": embedded - {"epochs"} | smoke,
-                     "testbed": embedded | {"temperature"}, "hf": {"remat"},
+                     "bench": embedded | {"temperature"},
+                     "level1": embedded | {"temperature"}, "hf": {"remat"},
                      "smollm2": {"remat"}}.get(variant, set())
   RLConfig(**config.rl.to_dict())  # valid as it stands
   config.rl.b2 = 0.95  # formerly not settable from the command line
@@ -43,5 +44,6 @@ def test_smoke_dumps_every_step_and_evaluates_at_its_last():
   assert config.rollouts_every == 1 and config.eval_every == config.num_steps
   assert not config.eval_at_start
   default = leap.get_config()
-  assert default.rollouts_every == 1 and default.eval_every == 8
+  assert default.rollouts_every == 1 and default.eval_at_start
+  assert default.eval_every == default.num_steps  # before and after only
   assert not default.wandb_project  # off unless asked
