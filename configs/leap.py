@@ -1,8 +1,8 @@
 """LEAP training and evaluation config (big_vision style: `configs/leap.py:variant`).
 
-  python launch/train.py --config=configs/leap.py          # CPU default: the testbed
+  python launch/train.py --config=configs/leap.py          # embedded CPU default
+  python launch/train.py --config=configs/leap.py:testbed  # generated tasks
   python launch/train.py --config=configs/leap.py:bench    # the benchmark's policy
-  python launch/train.py --config=configs/leap.py:level1   # the hand-written level 1
   python launch/train.py --config=configs/leap.py:smollm2  # SmolLM2-135M (wheel)
   python launch/train.py --config=configs/leap.py:hf --config.model.path=DIR
   python launch/train.py --config=configs/leap.py:smoke    # seconds; tests, CI
@@ -20,7 +20,7 @@ import ml_collections
 
 from leap_jax.rl.config import RLConfig
 
-VARIANTS = ("", "bench", "level1", "smollm2", "hf", "smoke")
+VARIANTS = ("", "testbed", "bench", "smollm2", "hf", "smoke")
 
 
 def env_config() -> ml_collections.ConfigDict:
@@ -78,14 +78,14 @@ def rl_config(variant: str) -> ml_collections.ConfigDict:
       f.name: (f.default if f.default is not dataclasses.MISSING
                else f.default_factory())
       for f in dataclasses.fields(RLConfig)})
-  if variant in ("", "bench", "level1", "smoke"):
+  if variant in ("", "testbed", "bench", "smoke"):
     # The embedded policy: short answers and prompts.
     rl.update(max_new_tokens=512, max_prompt_tokens=512, max_seq_len=1024)
-    # Measured on level1 (0.7M params, memorised solutions): it fails
-    # mostly by slips of low-probability tokens; negative advantages on
-    # those made it fall apart in every setting tried, while positive ones,
-    # four clipped passes per rollout, sharpen it (WORKSPACE.md, "The
-    # level-1 variant"). Real checkpoints keep plain GRPO.
+    # It (0.7M params, memorised solutions) fails mostly by slips of
+    # low-probability tokens; negative advantages on those made it fall
+    # apart in every setting tried, while positive ones, four clipped passes
+    # per rollout, sharpen it (WORKSPACE.md, "The embedded default"). Real
+    # checkpoints keep plain GRPO.
     rl.update(learning_rate=3e-4, negative_weight=0.0, epochs=4)
     # Sampled at 1.0 its answers slip often (its warm start, 400 steps at
     # the longer prompt contract, ends at 0.04 nats/token): 27% of turn-1
@@ -128,19 +128,16 @@ SHARDING_RULES = (
 
 
 def sft_config() -> ml_collections.ConfigDict:
-  """The embedded default's warm start (launch/sft.py): solutions and
-  repairs of a part of the testbed's training specs."""
+  """The embedded default's warm start (launch/sft.py)."""
   sft = ml_collections.ConfigDict()
-  sft.steps = 1200
+  sft.steps = 400
   sft.batch_tokens = 4096        # rows x sequence length per step
   sft.learning_rate = 3e-3       # peak; warm-up then cosine decay to 10%
   sft.warmup_steps = 10
   sft.seq_len = 1024
   sft.repairs_per_task = 2       # mutated solutions per task (env-judged)
-  sft.tasks = "gen:train:600"    # task set of the warm start; "": train_tasks
-  # Tokenizer merges stop at line ends: a generated kernel is one line per
-  # op, so an unseen combination is spelt from lines seen elsewhere.
-  sft.split_lines = True
+  sft.tasks = ""                 # task set of the warm start; "": train_tasks
+  sft.split_lines = False        # tokenizer merges stop at line ends
   sft.dir = "runs/warmstart"     # cached here; train.py makes it if missing
   return sft
 
@@ -161,7 +158,7 @@ def smoke(config: ml_collections.ConfigDict) -> None:
                    micro_batch_rows=4, learning_rate=1e-3, epochs=1)
   config.sft.update(steps=60, batch_tokens=512, learning_rate=1e-2,
                     warmup_steps=4, seq_len=256, repairs_per_task=1,
-                    tasks="", split_lines=False, dir="runs/warmstart_smoke")
+                    dir="runs/warmstart_smoke")
   config.env.update(num_workers=1, trials=1)
   # Rollout dumps every step (the default) and one evaluation, at the last
   # step, so the tests and CI cover both. On its own two tasks (held-out
@@ -173,26 +170,35 @@ def smoke(config: ml_collections.ConfigDict) -> None:
   config.eval_samples = config.rl.num_samples
 
 
+def testbed(config: ml_collections.ConfigDict) -> None:
+  """The embedded policy on the generated families (kernels_pallas/generated,
+  WORKSPACE.md "The testbed"): warm-started on a part of their training
+  split, trained on all of it, held out: gen:eval (unseen op combinations
+  and shapes), of which the first 48 specs are evaluated before step 1 and
+  after the last (2 samples, about 100 s each here)."""
+  config.train_tasks = "gen:train"
+  config.eval_tasks = "gen:eval:48"
+  config.eval_at_start = True
+  config.eval_every = config.num_steps
+  config.sft.update(steps=1200, tasks="gen:train:600",
+                    # merges stop at line ends: a generated kernel is one
+                    # line per op, so an unseen combination is spelt from
+                    # lines seen elsewhere
+                    split_lines=True, dir="runs/warmstart_testbed")
+
+
 def bench(config: ml_collections.ConfigDict) -> None:
   """The testbed with the policy benchmarks/leap_vs_full.py measures: its
-  warm start sees more training specs for longer (about 23 min here against
-  9), and reaches held-out Acc@1 0.29 at step 0 where the default's reaches
-  about 0.16 (WORKSPACE.md, "The testbed")."""
+  warm start sees more training specs for longer (23 min here against 15),
+  and reaches held-out Acc@1 0.29 at step 0 where the testbed's reaches
+  0.16-0.17 (WORKSPACE.md, "The testbed")."""
+  testbed(config)
   config.sft.update(steps=1600, tasks="gen:train:1000",
                     dir="runs/warmstart_bench")
   # benchmarks/leap_vs_full.py evaluates the checkpoints itself, in
   # processes of their own.
+  config.eval_at_start = False
   config.eval_every = 0
-
-
-def level1(config: ml_collections.ConfigDict) -> None:
-  """The embedded policy on the hand-written suite's 48 level-1 training
-  tasks (the default before the testbed): it memorises their solutions and
-  never solves a held-out one (WORKSPACE.md, "The level-1 variant")."""
-  config.train_tasks = "level1"
-  config.eval_tasks = "level1"   # the 14 held-out level-1 tasks
-  config.sft.update(steps=400, tasks="", split_lines=False,
-                    dir="runs/warmstart_level1")
 
 
 def get_config(variant: str = "") -> ml_collections.ConfigDict:
@@ -205,10 +211,9 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   config.variant = variant
   config.seed = 0
   config.num_steps = 16
-  # A task set (kernels_pallas/task_sets.py): the embedded CPU default
-  # trains on the generated families' training split (the testbed,
-  # WORKSPACE.md "The testbed"), the others on the hand-written suite's.
-  config.train_tasks = "gen:train" if variant == "" else "train"
+  # A task set (kernels_pallas/task_sets.py). The embedded CPU default
+  # trains on the 48 level-1 training tasks.
+  config.train_tasks = "level1" if variant == "" else "train"
   config.workdir = f"runs/leap{'_' + variant if variant else ''}"
   config.checkpoint_every = 4
   # Every process prints a digest of its sampler's parameters per step.
@@ -231,15 +236,11 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   # TensorBoard, from process 0. "" = off (wandb is never imported).
   config.wandb_project = ""
   config.wandb_entity = ""
-  if variant in ("", "bench", "level1"):
-    # The first 48 held-out generated specs (16 per family), 2 samples
-    # each, before step 1 and after the last: the run itself shows what RL
-    # changed on specs it never saw. About 100 s per evaluation here.
-    config.eval_tasks = "gen:eval:48"
+  if variant in ("", "testbed", "bench"):
+    # 2 samples per task. The default: its 14 held-out level-1 tasks, about
+    # half a minute per evaluation here (the testbed's: below).
+    config.eval_tasks = "level1"
     config.eval_samples = 2
-  if variant == "":
-    config.eval_at_start = True
-    config.eval_every = config.num_steps
   config.model = model_config(variant)
   config.rl = rl_config(variant)
   config.sft = sft_config()
@@ -248,9 +249,9 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   config.sharding_rules = SHARDING_RULES
   if variant == "smoke":
     smoke(config)
+  if variant == "testbed":
+    testbed(config)
   if variant == "bench":
     bench(config)
-  if variant == "level1":
-    level1(config)
   config.lock()
   return config

@@ -31,8 +31,8 @@ def test_every_rl_field_comes_from_rlconfig(variant):
   smoke = {"num_prompts", "num_samples", "max_turns", "micro_batch_rows"}
   assert changed == {"": embedded | {"temperature"},
                      "smoke": embedded - {"epochs"} | smoke,
-                     "bench": embedded | {"temperature"},
-                     "level1": embedded | {"temperature"}, "hf": {"remat"},
+                     "testbed": embedded | {"temperature"},
+                     "bench": embedded | {"temperature"}, "hf": {"remat"},
                      "smollm2": {"remat"}}.get(variant, set())
   RLConfig(**config.rl.to_dict())  # valid as it stands
   config.rl.b2 = 0.95  # formerly not settable from the command line
@@ -44,6 +44,9 @@ def test_smoke_dumps_every_step_and_evaluates_at_its_last():
   assert config.rollouts_every == 1 and config.eval_every == config.num_steps
   assert not config.eval_at_start
   default = leap.get_config()
-  assert default.rollouts_every == 1 and default.eval_at_start
-  assert default.eval_every == default.num_steps  # before and after only
+  assert default.rollouts_every == 1 and default.eval_every == 8
+  testbed = leap.get_config("testbed")  # held-out specs before and after
+  assert testbed.eval_at_start and testbed.eval_every == testbed.num_steps
+  assert testbed.eval_tasks == "gen:eval:48"
+  assert not leap.get_config("bench").eval_every  # leap_vs_full evaluates
   assert not default.wandb_project  # off unless asked
