@@ -1,14 +1,16 @@
 """LEAP vs full multi-turn RL: wall clock to a fixed held-out accuracy, over seeds.
 
-Per seed s (0..--seeds-1): a warm start of its own (config.seed = s), then
-every mode (leap, multiturn_full, optionally grpo_single_turn) trains from it
-in `launch/train.py` subprocesses, one after the other. Training stops at
-each evaluation step (--eval_every) and `launch/evaluate.py` (another
-process: its time is never in the training clock) measures the checkpoint
-with the unpruned multi-turn protocol on --eval_split (default: the
-held-out eval tasks), the same tasks and sampling seed for every mode. The
-frozen control is step 0: the warm start every mode starts from, which an
-lr = 0 run keeps at every step.
+On configs/leap.py:bench (the testbed: generated specs, held-out
+gen:eval:48; WORKSPACE.md "The testbed"). Per seed s (0..--seeds-1): a warm
+start of its own (config.seed = s), then every mode (leap, multiturn_full,
+optionally grpo_single_turn) trains from it in `launch/train.py`
+subprocesses, one after the other. Training stops at each evaluation step
+(--eval_every) and `launch/evaluate.py` (another process: its time is never
+in the training clock) measures the checkpoint with the unpruned multi-turn
+protocol on --eval_split (default: the config's held-out eval_tasks), the
+same tasks and sampling seed for every mode. The frozen control is step 0:
+the warm start every mode starts from, which an lr = 0 run keeps at every
+step.
 
 Target: --target if >= 0, else the frozen control's Acc@T plus
 --target_margin; fixed before any mode is compared, never taken from the
