@@ -217,13 +217,14 @@ def main(argv):
   if len(argv) > 1:
     fail("leap_vs_full", f"unexpected arguments: {argv[1:]}")
   quick = _QUICK.value
-  config = "configs/leap.py:smoke" if quick else "configs/leap.py:bench"
+  variant = "smoke" if quick else "bench"
+  defaults = leap_config.get_config(variant)
+  config = f"configs/leap.py:{variant}"
   num_seeds = _SEEDS.value or (2 if quick else 3)
   steps = _STEPS.value or (2 if quick else 8)
   every = _EVAL_EVERY.value or (2 if quick else 4)
   split = _EVAL_SPLIT.value or ("train" if quick else
-                                leap_config.get_config("bench").eval_tasks
-                                or "eval")
+                                defaults.eval_tasks or "eval")
   samples = _EVAL_SAMPLES.value or (2 if quick else 4)
   if samples < 2 or steps < 1 or every < 1:
     fail("leap_vs_full", "--eval_samples must be >= 2, --steps and "
@@ -236,8 +237,7 @@ def main(argv):
   start = time.monotonic()
   seeds, results, targets = list(range(num_seeds)), [], []
   for seed in seeds:
-    sft_dir = sft_base or os.path.join(ROOT, leap_config.get_config(
-        "smoke" if quick else "bench").sft.dir)
+    sft_dir = sft_base or os.path.join(ROOT, defaults.sft.dir)
     if seed:
       sft_dir += f"_seed{seed}"
     results.append(runner.seed(seed, sft_dir, eval_steps(steps, every)))
