@@ -18,6 +18,7 @@ Two yardsticks for repairs in activated groups:
 from __future__ import annotations
 
 import collections
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -88,6 +89,30 @@ def summary(ok_PGT: np.ndarray, t_min: int, t_max: int) -> dict[str, Any]:
           "repair_rate_activated": table["activated"]["repair_rate"]}
 
 
+def paired_repairs(ok_PGT: np.ndarray, bare_ok_PGT: np.ndarray,
+                   t_min: int, t_max: int,
+                   groups: Sequence[str] = ("easy", "activated", "hopeless")
+                   ) -> dict[str, Any]:
+  """The same failed turn-1 trajectories (both runs share turn 1) repaired
+  with the feedback only, with bare "wrong" only, or both, over `groups`;
+  `p`: the exact two-sided sign test of the two discordant counts (what
+  feedback adds, where a rate per group is too few trajectories to tell)."""
+  if not np.array_equal(ok_PGT[:, :, 0], bare_ok_PGT[:, :, 0]):
+    raise ValueError("the two runs' turn-1 verdicts differ: not paired")
+  rows_P = np.isin(group_types(ok_PGT[:, :, 0], t_min, t_max), list(groups))
+  failed_PG = ~ok_PGT[:, :, 0] & rows_P[:, None]
+  with_PG = failed_PG & ok_PGT[:, :, 1:].any(axis=2)
+  bare_PG = failed_PG & bare_ok_PGT[:, :, 1:].any(axis=2)
+  only_fb, only_bare = int((with_PG & ~bare_PG).sum()), int(
+      (bare_PG & ~with_PG).sum())
+  n, k = only_fb + only_bare, min(only_fb, only_bare)
+  # P(X <= k) for X ~ Binomial(n, 1/2), doubled.
+  tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n if n else 1.0
+  return {"failed": int(failed_PG.sum()), "feedback_only": only_fb,
+          "bare_only": only_bare, "both": int((with_PG & bare_PG).sum()),
+          "p": min(1.0, 2 * tail)}
+
+
 class _Relabelled:
   """A verdict whose feedback says only BARE_FEEDBACK."""
 
@@ -153,6 +178,8 @@ def analyse(policy: Any, params: Any, env: Any, task_ids: Sequence[str],
   return {"tasks": len(task_ids), "samples": num_samples,
           "turns": with_feedback.ok_PGT.shape[2], "t_min": t_min,
           "t_max": t_max,
+          "paired": paired_repairs(with_feedback.ok_PGT, without.ok_PGT,
+                                   t_min, t_max),
           "feedback": summary(with_feedback.ok_PGT, t_min, t_max),
           "bare_feedback": summary(without.ok_PGT, t_min, t_max),
           "turn1_same_share": same_turn1,
@@ -169,6 +196,13 @@ _LABELS = {"all_correct": "all correct (pruned)",
 
 def _rate(value: float | None) -> str:
   return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _paired_line(paired: dict[str, Any]) -> str:
+  return (f"the same {paired['failed']} failed trajectories (all groups with "
+          f"failures): repaired with feedback only {paired['feedback_only']}, "
+          f"with bare \"{BARE_FEEDBACK}\" only {paired['bare_only']}, both "
+          f"{paired['both']}; sign test p = {paired['p']:.3g}")
 
 
 def format_report(result: dict[str, Any]) -> str:
@@ -197,6 +231,7 @@ def format_report(result: dict[str, Any]) -> str:
       f"feedback, {_rate(bare['repair_rate_activated'])} with bare "
       f"\"{BARE_FEEDBACK}\"; {result['turns'] - 1} fresh samples would succeed "
       f"{_rate(fb['resample_rate_activated'])}",
+      _paired_line(result["paired"]),
       f"turn-1 successes per task (of {g}): {fb['turn1_successes_per_task']}",
       f"turn-1 failures by status: {result['turn1_failures']}",
       f"({result['tasks']} tasks x {g} samples x up to {result['turns']} "

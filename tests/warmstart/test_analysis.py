@@ -93,16 +93,47 @@ def test_bare_judge_hides_only_the_feedback():
   assert bare.env_calls == 0
 
 
+# OK's turn 1 with other later turns: easy as in OK; activated repairs
+# samples 3-6 (OK: 3, 4, 6); hopeless repairs none (OK: sample 1).
+BARE_OK = _ok(["11111111",
+               "1111112-",
+               "1112222-",
+               "--------"])
+
+
+def test_paired_repairs_hand_counted():
+  paired = analysis.paired_repairs(OK, BARE_OK, 4, 7)
+  # Failed: 2 + 5 + 8. Both: easy's 6, activated's 3, 4, 6. Feedback only:
+  # hopeless's 1; bare only: activated's 5. n = 2 discordant, k = 1: p = 1.
+  assert paired == {"failed": 15, "feedback_only": 1, "bare_only": 1,
+                    "both": 4, "p": 1.0}
+
+
+def test_paired_repairs_sign_test_and_refuses_unpaired_runs():
+  # Three failures, repaired only with feedback: p = 2 * (1/2)^3.
+  ok = _ok(["1111----"])
+  ok[0, 4:7, 1] = True
+  bare = _ok(["1111----"])
+  paired = analysis.paired_repairs(ok, bare, 4, 7)
+  assert (paired["feedback_only"], paired["bare_only"]) == (3, 0)
+  assert paired["p"] == pytest.approx(0.25)
+  assert analysis.paired_repairs(bare, bare, 4, 7)["p"] == 1.0
+  with pytest.raises(ValueError, match="not paired"):
+    analysis.paired_repairs(OK, _ok(["1" * 8] * 4), 4, 7)
+
+
 def test_report_names_every_group_and_yardstick():
   summary = analysis.summary(OK, 4, 7)
   result = {"samples": 8, "t_min": 4, "t_max": 7, "turns": 3, "tasks": 4,
+            "paired": analysis.paired_repairs(OK, BARE_OK, 4, 7),
             "feedback": summary, "bare_feedback": summary,
             "turn1_failures": {"wrong_output": 15}, "env_calls": 10,
             "turn1_same_share": 1.0}
   text = analysis.format_report(result)
   for words in ("all correct (pruned)", "easy, 1-3 failures (pruned)",
                 "activated, 4-7 failures", "hopeless, 8 failures (pruned)",
-                "60.0%", 'bare "wrong"', "2 fresh samples would succeed"):
+                "60.0%", 'bare "wrong"', "2 fresh samples would succeed",
+                "the same 15 failed trajectories", "sign test p = 1"):
     assert words in text, words
 
 
@@ -137,6 +168,7 @@ def test_analyse_groups_both_runs_with_dcp_bounds_of_its_g(tiny_policy):
                                          "repaired": 0, "repair_rate": 0.0}
     assert run["repair_rate_activated"] is None
   assert result["turn1_same_share"] == 1.0
+  assert result["paired"]["failed"] == 4  # abs's, hopeless
   assert result["turn1_failures"] == {"wrong_output": 4}
   # Each distinct (task, answer) is judged once over both runs: relu turn 1,
   # abs turns 1 and 2, abs turn 2 after bare feedback, 4 samples each.
