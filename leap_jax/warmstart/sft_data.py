@@ -29,8 +29,9 @@ class Example:
   answer_ids: tuple[int, ...]
 
 
-def _example(tokenizer, task_id: str, kind: str, history, answer: str,
-             stop_id: int) -> Example:
+def example(tokenizer, task_id: str, kind: str, history, answer: str,
+            stop_id: int) -> Example:
+  """The prompt of `history` (Attempts), as the rollout renders it -> answer."""
   prompt = prompts.render(prompts.messages(task_id, history), tokenizer)
   ids = tokenizer.encode(answer, add_special_tokens=False) + [stop_id]
   return Example(task_id, kind, tuple(prompt), tuple(ids))
@@ -48,7 +49,7 @@ def build(tokenizer: Any, env: Any, task_ids: Sequence[str], stop_id: int,
   for task_id in task_ids:
     source = kernels_pallas.get_task(task_id).solution_candidate_source
     solution = fence(source)
-    examples.append(_example(tokenizer, task_id, "solution", [], solution, stop_id))
+    examples.append(example(tokenizer, task_id, "solution", [], solution, stop_id))
     mutants = sorted(mutations.mutate_all(source, seed).items())
     if repairs_per_task is not None and len(mutants) > repairs_per_task:
       rng = random.Random(f"{seed}:{task_id}")
@@ -61,5 +62,5 @@ def build(tokenizer: Any, env: Any, task_ids: Sequence[str], stop_id: int,
     if verdict.status in (Status.OK, Status.HARNESS_ERROR):
       continue  # a harmless mutation, or nothing real to learn from
     history = [prompts.Attempt(request[1], verdict.feedback)]
-    examples.append(_example(tokenizer, task_id, name, history, solution, stop_id))
+    examples.append(example(tokenizer, task_id, name, history, solution, stop_id))
   return examples
