@@ -149,11 +149,17 @@ class CachingJudge:
     return [_Relabelled(v) for v in verdicts] if self.bare else verdicts
 
 
-def turn1_failures(ro: Any) -> dict[str, int]:
-  """Turn-1 failures by status."""
+def turn1_statuses(ro: Any, failures_only: bool = False) -> dict[str, int]:
+  """Turn-1 answers (or only the failed ones) by status, most common first."""
   return dict(collections.Counter(
       str(getattr(r.verdict.status, "value", r.verdict.status))
-      for r in ro.records if r.t == 0 and not r.verdict.correct).most_common())
+      for r in ro.records if r.t == 0 and not (
+          failures_only and r.verdict.correct)).most_common())
+
+
+def turn1_failures(ro: Any) -> dict[str, int]:
+  """Turn-1 failures by status."""
+  return turn1_statuses(ro, failures_only=True)
 
 
 def analyse(policy: Any, params: Any, env: Any, task_ids: Sequence[str],
@@ -178,8 +184,11 @@ def analyse(policy: Any, params: Any, env: Any, task_ids: Sequence[str],
   return {"tasks": len(task_ids), "samples": num_samples,
           "turns": with_feedback.ok_PGT.shape[2], "t_min": t_min,
           "t_max": t_max,
-          "paired": paired_repairs(with_feedback.ok_PGT, without.ok_PGT,
-                                   t_min, t_max),
+          # None rather than an error at the end of a long run: the report
+          # then says the runs were not paired (turn1_same_share < 1).
+          "paired": (paired_repairs(with_feedback.ok_PGT, without.ok_PGT,
+                                    t_min, t_max)
+                     if same_turn1 == 1.0 else None),
           "feedback": summary(with_feedback.ok_PGT, t_min, t_max),
           "bare_feedback": summary(without.ok_PGT, t_min, t_max),
           "turn1_same_share": same_turn1,
@@ -198,7 +207,9 @@ def _rate(value: float | None) -> str:
   return "-" if value is None else f"{100 * value:.1f}%"
 
 
-def _paired_line(paired: dict[str, Any]) -> str:
+def _paired_line(paired: dict[str, Any] | None) -> str:
+  if paired is None:
+    return "no paired repairs: the two runs' turn-1 verdicts differ"
   return (f"the same {paired['failed']} failed trajectories (all groups with "
           f"failures): repaired with feedback only {paired['feedback_only']}, "
           f"with bare \"{BARE_FEEDBACK}\" only {paired['bare_only']}, both "

@@ -10,7 +10,6 @@ spec's solution, rendered as the rollout renders a turn-2 prompt.
 
 from __future__ import annotations
 
-import collections
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,7 +17,7 @@ import kernels_pallas
 from leap_jax.env.candidate import fence
 from leap_jax.env.verdict import Status
 from leap_jax.rl import prompts
-from leap_jax.warmstart import corpus, sft_data
+from leap_jax.warmstart import analysis, corpus, sft_data
 
 KIND = "self_repair"
 
@@ -60,9 +59,6 @@ def collect(policy: Any, params: Any, env: Any, task_ids: Sequence[str],
   ro = evaluation.unpruned_rollout(
       policy, params, env, task_ids, cfg.replace(max_turns=1), num_samples,
       seed, prompts_per_call, judge=judge)
-  statuses = collections.Counter(
-      str(getattr(r.verdict.status, "value", r.verdict.status))
-      for r in ro.records)
   stop_id = policy.stop_token_ids[0]
   return (examples_from_rollout(ro, policy.tokenizer, stop_id, feedback),
-          dict(statuses.most_common()))
+          analysis.turn1_statuses(ro))

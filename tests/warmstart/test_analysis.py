@@ -137,6 +137,23 @@ def test_report_names_every_group_and_yardstick():
     assert words in text, words
 
 
+def test_turn1_statuses_count_turn1_answers_only():
+  records = [type("T", (), {"t": t, "verdict": Verdict("x", st, "")})()
+             for t, st in ((0, Status.OK), (0, Status.WRONG_OUTPUT),
+                           (0, Status.WRONG_OUTPUT), (1, Status.OK))]
+  ro = type("R", (), {"records": records})()
+  assert analysis.turn1_statuses(ro) == {"wrong_output": 2, "ok": 1}
+  assert analysis.turn1_failures(ro) == {"wrong_output": 2}
+
+
+def test_report_says_when_the_runs_are_not_paired():
+  summary = analysis.summary(OK, 4, 7)
+  result = {"samples": 8, "t_min": 4, "t_max": 7, "turns": 3, "tasks": 4,
+            "paired": None, "feedback": summary, "bare_feedback": summary,
+            "turn1_failures": {}, "env_calls": 10, "turn1_same_share": 0.9}
+  assert "no paired repairs" in analysis.format_report(result)
+
+
 class _ReluOnly:
   """relu is correct whatever the answer; every other task is wrong."""
 
@@ -170,6 +187,7 @@ def test_analyse_groups_both_runs_with_dcp_bounds_of_its_g(tiny_policy):
   assert result["turn1_same_share"] == 1.0
   assert result["paired"]["failed"] == 4  # abs's, hopeless
   assert result["turn1_failures"] == {"wrong_output": 4}
+
   # Each distinct (task, answer) is judged once over both runs: relu turn 1,
   # abs turns 1 and 2, abs turn 2 after bare feedback, 4 samples each.
   assert result["env_calls"] == env.calls <= 4 + 4 + 4 + 4
