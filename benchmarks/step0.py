@@ -12,6 +12,7 @@ activated groups). The warm start is made first when the config's sft.dir
 has none. With --json the last stdout line is one JSON object.
 """
 
+import functools
 import json
 import os
 import sys
@@ -53,7 +54,7 @@ def main(argv):
     tasks = kernels_pallas.resolve_tasks(_TASKS.value)
     train_tasks = task_stream.training_tasks(config.train_tasks)
     policy = policy_lib.load(config, train_tasks,
-                             lambda: trainer.make_env(config, trusted=True))
+                             functools.partial(trainer.make_env, config))
     cfg = trainer.rl_config(config).replace(max_turns=_TURNS.value)
     with trainer.make_env(config) as env:
       result = analysis.analyse(policy, policy.params, env, tasks, cfg,

@@ -139,6 +139,14 @@ def sft_config() -> ml_collections.ConfigDict:
   sft.tasks = ""                 # task set of the warm start; "": train_tasks
   sft.split_lines = False        # tokenizer merges stop at line ends
   sft.dir = "runs/warmstart"     # cached here; train.py makes it if missing
+  # Stage 2 (warmstart/self_repair.py), when steps > 0: the stage-1 policy
+  # answers samples x turn 1 on self_repair_tasks (training split; "": the
+  # run's training tasks) less sft.tasks; each failure with its real
+  # feedback -> the solution, fine-tuned on beside the solutions (lr peak).
+  sft.self_repair_steps = 0
+  sft.self_repair_tasks = ""
+  sft.self_repair_samples = 4
+  sft.self_repair_learning_rate = 1e-3
   return sft
 
 
@@ -194,8 +202,10 @@ def bench(config: ml_collections.ConfigDict) -> None:
   and reaches held-out Acc@1 0.29 at step 0 where the testbed's reaches
   0.16-0.17 (WORKSPACE.md, "The testbed")."""
   testbed(config)
+  # Stage 2 on the 667 training specs beyond those 1000: own failures
+  # with their feedback make repair read it (WORKSPACE.md, stop 29).
   config.sft.update(steps=1600, tasks="gen:train:1000",
-                    dir="runs/warmstart_bench")
+                    self_repair_steps=400, dir="runs/warmstart_bench")
   # benchmarks/leap_vs_full.py evaluates the checkpoints itself, in
   # processes of their own.
   config.eval_at_start = False

@@ -10,6 +10,7 @@ run started from (the warm start). With --json the last stdout line is one
 JSON object.
 """
 
+import functools
 import json
 import os
 
@@ -67,7 +68,7 @@ def main(argv):
       with trainer.make_env(config) as env:
         interpret = env.interpret
         policy = policy_lib.load(config, train_tasks,
-                                 lambda: trainer.make_env(config, trusted=True))
+                                 functools.partial(trainer.make_env, config))
         # The parameters alone: the optimizer state is never read.
         state, _, step = ckpt.restore(
             {"params": run_state.abstract_of(policy.params)}, step)

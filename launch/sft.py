@@ -6,6 +6,7 @@ Writes config.sft.dir; train.py makes the same thing on first use when the
 directory has none. --force remakes it.
 """
 
+import functools
 import json
 import os
 import shutil
@@ -35,7 +36,7 @@ def main(argv):
   with cli.user_errors("sft", ValueError, store.WarmStartError):
     store.ensure(config.sft.dir, config,
                  task_stream.training_tasks(config.train_tasks),
-                 lambda: trainer.make_env(config, trusted=True))
+                 functools.partial(trainer.make_env, config))
   print(json.dumps({"dir": config.sft.dir, **store.read_info(config.sft.dir)}))
 
 

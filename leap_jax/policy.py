@@ -67,13 +67,14 @@ def model_path(model: ml_collections.ConfigDict) -> str:
 
 
 def load(config: ml_collections.ConfigDict, task_ids: Sequence[str],
-         make_env: Callable[[], Any], mesh: Any = None) -> LoadedPolicy:
+         make_env: Callable[..., Any], mesh: Any = None) -> LoadedPolicy:
   """The policy at the start of training (before any RL checkpoint).
 
   gguf/hf: placed straight onto `mesh` (default: the training mesh of every
   process's devices) under the config's sharding rules, each process
   reading only its own devices' shards of the file. embedded: this
-  process's copy of the warm start (layout.place_params lays it out).
+  process's copy of the warm start (layout.place_params lays it out);
+  make_env(trusted=...) opens an environment to make a missing one.
   """
   source = config.model.source
   if source == "embedded":

@@ -126,7 +126,7 @@ class Trainer:
   def _setup(self) -> None:
     config = self.config
     self.policy = policy_lib.load(config, self.task_ids,
-                                  lambda: make_env(config, trusted=True))
+                                  functools.partial(make_env, config))
     self.print(f"policy: {self.policy.description}")
     self.mesh = layout.training_mesh(config)
     self.param_shardings = layout.param_shardings(self.policy.model_cfg,

@@ -37,6 +37,16 @@ def example(tokenizer, task_id: str, kind: str, history, answer: str,
   return Example(task_id, kind, tuple(prompt), tuple(ids))
 
 
+def solution_text(task_id: str) -> str:
+  """The task's solution as an answer: its candidate form, fenced."""
+  return fence(kernels_pallas.get_task(task_id).solution_candidate_source)
+
+
+def solution_example(tokenizer, task_id: str, stop_id: int) -> Example:
+  return example(tokenizer, task_id, "solution", [], solution_text(task_id),
+                 stop_id)
+
+
 def build(tokenizer: Any, env: Any, task_ids: Sequence[str], stop_id: int,
           seed: int = 0, repairs_per_task: int | None = None) -> list[Example]:
   """Solution and repair examples for `task_ids` (never the eval split).
@@ -48,8 +58,8 @@ def build(tokenizer: Any, env: Any, task_ids: Sequence[str], stop_id: int,
   examples, requests, meta = [], [], []
   for task_id in task_ids:
     source = kernels_pallas.get_task(task_id).solution_candidate_source
-    solution = fence(source)
-    examples.append(example(tokenizer, task_id, "solution", [], solution, stop_id))
+    solution = solution_text(task_id)
+    examples.append(solution_example(tokenizer, task_id, stop_id))
     mutants = sorted(mutations.mutate_all(source, seed).items())
     if repairs_per_task is not None and len(mutants) > repairs_per_task:
       rng = random.Random(f"{seed}:{task_id}")

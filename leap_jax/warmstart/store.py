@@ -1,9 +1,17 @@
 """The warm start on disk: made once, checked against the config, loaded.
 
 DIR/tokenizer/      the embedded tokenizer (a transformers directory)
-DIR/params/<steps>/ the fine-tuned parameters (orbax)
+DIR/params/<steps>/ the fine-tuned parameters (orbax): after the first
+                    stage, and after the self-repair stage when there is one
+DIR/stage1.json     the first stage's info, so a crash in the second one
+                    does not lose it (make() resumes from it)
 DIR/warmstart.json  what made it (settings, task ids), its losses and timings;
                     written last, so a directory without it is incomplete.
+
+Stages: (1) tokenizer, solution and mutation-repair examples judged by the
+environment, fine-tuning from random init; (2, when sft.self_repair_steps > 0)
+self_repair.py: the stage-1 policy's own turn-1 failures on training specs it
+did not see, with their real feedback, fine-tuned on beside the solutions.
 
 A directory made with other settings is never used silently: loading it is
 an error naming the first setting that differs.
@@ -29,16 +37,23 @@ from leap_jax.checkpoints import Checkpoints
 from leap_jax.model import config as model_config
 from leap_jax.model import transformer
 from leap_jax.model import tokenizer as tokenizer_lib
-from leap_jax.warmstart import corpus, sft, sft_data
+from leap_jax.warmstart import corpus, self_repair, sft, sft_data
 from leap_jax.warmstart import tokenizer as embedded_tokenizer
 
 _LOG = logging.getLogger(__name__)
 INFO_FILE = "warmstart.json"
-OWN_ENTRIES = ("tokenizer", "params", INFO_FILE, INFO_FILE + ".tmp")
+STAGE1_FILE = "stage1.json"
+OWN_ENTRIES = ("tokenizer", "params", INFO_FILE, INFO_FILE + ".tmp",
+               STAGE1_FILE, STAGE1_FILE + ".tmp")
 MODEL_FIELDS = ("vocab_size", "embed_dim", "num_layers", "num_heads",
                 "num_kv_heads", "head_dim", "mlp_dim", "max_position", "dtype")
 SFT_FIELDS = ("steps", "batch_tokens", "learning_rate", "warmup_steps", "seq_len")
 DATA_FIELDS = ("repairs_per_task", "split_lines")
+SELF_REPAIR_FIELDS = ("self_repair_steps", "self_repair_samples",
+                      "self_repair_learning_rate")
+# Stage 2's answers come from its own sampling: these draw them.
+SELF_REPAIR_SEED_OFFSET = 1000
+SELF_REPAIR_PROMPTS_PER_CALL = 16
 # Settings added after warm starts were made: a stored warm start without
 # one was made with its default.
 ADDED_DEFAULTS = {"sft": {"split_lines": False}}
@@ -68,19 +83,52 @@ def warm_start_tasks(config: ml_collections.ConfigDict,
     raise ValueError(f"sft.tasks: {e}") from None
 
 
+def self_repair_tasks(config: ml_collections.ConfigDict,
+                      run_task_ids: Sequence[str]) -> list[str]:
+  """Stage 2's specs: config.sft.self_repair_tasks (training split; "": the
+  run's training tasks) less the warm start's own; [] when stage 2 is off."""
+  if config.sft.get("self_repair_steps", 0) <= 0:
+    return []
+  spec = config.sft.get("self_repair_tasks", "")
+  try:
+    pool = (kernels_pallas.resolve_tasks(spec, split="train") if spec
+            else list(run_task_ids))
+  except ValueError as e:
+    raise ValueError(f"sft.self_repair_tasks: {e}") from None
+  seen = set(warm_start_tasks(config, run_task_ids))
+  tasks = [t for t in pool if t not in seen]
+  if not tasks:
+    raise ValueError(
+        f"sft.self_repair_steps = {config.sft.self_repair_steps} but every "
+        f"task of sft.self_repair_tasks ({spec or 'the run training tasks'}) "
+        f"is one the warm start learns from: its own failures there are "
+        f"memorised slips; name unseen training specs or set it to 0")
+  return tasks
+
+
 def settings(config: ml_collections.ConfigDict,
-             task_ids: Sequence[str]) -> dict[str, Any]:
-  """Everything that determines the warm start's result (task_ids: the
-  warm start's own, warm_start_tasks)."""
+             run_task_ids: Sequence[str]) -> dict[str, Any]:
+  """Everything that determines the warm start's result (run_task_ids: the
+  run's training tasks). Stage 2's block only when it is on, so warm starts
+  made before it existed still load."""
   sft_block = {f: config.sft.get(f, ADDED_DEFAULTS["sft"].get(f))
                for f in SFT_FIELDS + DATA_FIELDS}
-  return {"seed": config.seed,
-          "model": {f: config.model[f] for f in MODEL_FIELDS},
-          # Params saved in another layout (per-layer, before the layers
-          # were stacked) cannot be restored: refused by name.
-          "param_layout": transformer.PARAM_LAYOUT,
-          "sft": sft_block,
-          "task_ids": list(task_ids)}
+  out = {"seed": config.seed,
+         "model": {f: config.model[f] for f in MODEL_FIELDS},
+         # Params saved in another layout (per-layer, before the layers
+         # were stacked) cannot be restored: refused by name.
+         "param_layout": transformer.PARAM_LAYOUT,
+         "sft": sft_block,
+         "task_ids": warm_start_tasks(config, run_task_ids)}
+  repair_tasks = self_repair_tasks(config, run_task_ids)
+  if repair_tasks:
+    out["self_repair"] = {**{f: config.sft[f] for f in SELF_REPAIR_FIELDS},
+                          "task_ids": repair_tasks}
+  return out
+
+
+def _stage1_settings(full: dict[str, Any]) -> dict[str, Any]:
+  return {k: v for k, v in full.items() if k != "self_repair"}
 
 
 def _first_difference(want: Any, have: Any, path: str = "") -> str | None:
@@ -93,12 +141,19 @@ def _first_difference(want: Any, have: Any, path: str = "") -> str | None:
   return None if want == have else f"{path.lstrip('.')}: {have!r} there, {want!r} now"
 
 
-def read_info(directory: str) -> dict[str, Any] | None:
-  path = os.path.join(directory, INFO_FILE)
+def read_info(directory: str, name: str = INFO_FILE) -> dict[str, Any] | None:
+  path = os.path.join(directory, name)
   if not os.path.exists(path):
     return None
   with open(path) as f:
     return json.load(f)
+
+
+def _write_info(directory: str, name: str, info: dict[str, Any]) -> None:
+  tmp = os.path.join(directory, name + ".tmp")
+  with open(tmp, "w") as f:
+    json.dump(info, f, indent=1)
+  os.replace(tmp, os.path.join(directory, name))
 
 
 def load(directory: str, config: ml_collections.ConfigDict,
@@ -111,30 +166,53 @@ def load(directory: str, config: ml_collections.ConfigDict,
   stored = info["settings"]
   for block, defaults in ADDED_DEFAULTS.items():
     stored[block] = {**defaults, **stored.get(block, {})}
-  diff = _first_difference(
-      settings(config, warm_start_tasks(config, task_ids)), stored)
+  diff = _first_difference(settings(config, task_ids), stored)
   if diff:
     raise WarmStartError(
         f"the warm start in {directory} was made with other settings ({diff}); "
         f"delete it or set --config.sft.dir to another directory")
-  tokenizer = tokenizer_lib.load(os.path.join(directory, "tokenizer"))
-  cfg = embedded_model_config(config.model).replace(vocab_size=len(tokenizer))
-  graphdef, abstract = transformer.abstract_model(cfg)
-  ckpt = Checkpoints(os.path.join(directory, "params"),
-                     this_process_only=True)
-  try:
-    params, _, _ = ckpt.restore(abstract)
-  finally:
-    ckpt.close()
-  return cfg, graphdef, params, tokenizer
+  return _restore(directory, config.model)
 
 
 def make(directory: str, config: ml_collections.ConfigDict,
-         task_ids: Sequence[str], env: Any) -> dict[str, Any]:
-  """Tokenizer, SFT data (real env feedback), fine-tuning; returns the info."""
+         task_ids: Sequence[str], env: Any,
+         make_repair_env: Callable[[], Any] | None = None) -> dict[str, Any]:
+  """Makes the warm start in `directory`; returns its info.
+
+  task_ids: the run's training tasks. env judges stage 1's own (trusted)
+  mutants; make_repair_env() opens the environment for stage 2's policy
+  answers (untrusted: a fresh worker per job), needed when stage 2 is on.
+  A directory holding a finished stage 1 of these settings resumes there.
+  """
   start = time.monotonic()
-  task_ids = warm_start_tasks(config, task_ids)
-  corpus.check_training_only(task_ids)
+  want = settings(config, task_ids)
+  corpus.check_training_only(want["task_ids"])
+  if "self_repair" in want:
+    corpus.check_training_only(want["self_repair"]["task_ids"])
+    if make_repair_env is None:
+      raise ValueError("sft.self_repair_steps > 0 needs an environment for "
+                       "the policy's answers (make_repair_env)")
+  stage1 = _resumable_stage1(directory, want)
+  if stage1 is None:
+    _clear(directory)
+    stage1 = _stage1(directory, config, want, env)
+  else:
+    _LOG.info("warm start: stage 1 found in %s (%.0f s then), resuming",
+              directory, stage1["seconds_total"])
+  info = {"settings": want, **stage1}
+  stage2_start = time.monotonic()
+  if "self_repair" in want:
+    with make_repair_env() as repair_env:
+      info["self_repair"] = _stage2(directory, config, want, repair_env)
+  info["seconds_total"] = (stage1["seconds_total"]
+                           + time.monotonic() - stage2_start)
+  _write_info(directory, INFO_FILE, info)
+  _LOG.info("warm start: %.0f s in all (this call %.0f s)",
+            info["seconds_total"], time.monotonic() - start)
+  return info
+
+
+def _clear(directory: str) -> None:
   if os.path.exists(directory):
     strangers = set(os.listdir(directory)) - set(OWN_ENTRIES)
     if strangers:
@@ -142,6 +220,26 @@ def make(directory: str, config: ml_collections.ConfigDict,
           f"{directory} holds other files ({sorted(strangers)[:3]}); point "
           f"--config.sft.dir at an empty or new directory")
     shutil.rmtree(directory)  # an incomplete earlier attempt
+
+
+def _resumable_stage1(directory: str, want: dict[str, Any]
+                      ) -> dict[str, Any] | None:
+  stage1 = read_info(directory, STAGE1_FILE)
+  if stage1 is None or _first_difference(_stage1_settings(want),
+                                         stage1.pop("settings")):
+    return None
+  return stage1
+
+
+def _params_dir(directory: str) -> str:
+  return os.path.join(directory, "params")
+
+
+def _stage1(directory: str, config: ml_collections.ConfigDict,
+            want: dict[str, Any], env: Any) -> dict[str, Any]:
+  """Tokenizer, SFT data (real env feedback), fine-tuning from init."""
+  start = time.monotonic()
+  task_ids = want["task_ids"]
   tasks = [kernels_pallas.get_task(t) for t in task_ids]
   tokenizer = embedded_tokenizer.train(
       corpus.task_texts(tasks), config.model.vocab_size,
@@ -165,33 +263,95 @@ def make(directory: str, config: ml_collections.ConfigDict,
   params, losses = sft.train(graphdef, params, examples, sft_cfg,
                              pad_id=tokenizer.pad_token_id)
   seconds_sft = time.monotonic() - t
-  ckpt = Checkpoints(os.path.join(directory, "params"),
-                     this_process_only=True)
+  ckpt = Checkpoints(_params_dir(directory), this_process_only=True)
   ckpt.save(sft_cfg.steps, params, {"losses": losses})
   ckpt.close()
-  quarter = max(1, len(losses) // 4)
-  info = {"settings": settings(config, task_ids),
-          "examples": dict(sorted(kinds.items())),
-          "loss_first_quarter": sum(losses[:quarter]) / quarter,
-          "loss_last_quarter": sum(losses[-quarter:]) / quarter,
+  info = {"examples": dict(sorted(kinds.items())), **_loss_summary(losses),
           "seconds_data": seconds_data, "seconds_sft": seconds_sft,
           "seconds_total": time.monotonic() - start}
-  tmp = os.path.join(directory, INFO_FILE + ".tmp")
-  with open(tmp, "w") as f:
-    json.dump(info, f, indent=1)
-  os.replace(tmp, os.path.join(directory, INFO_FILE))
-  _LOG.info("warm start: answer loss %.3f -> %.3f nats/token, %.0f s in all",
+  _write_info(directory, STAGE1_FILE,
+              {"settings": _stage1_settings(want), **info})
+  _LOG.info("warm start: answer loss %.3f -> %.3f nats/token, stage 1 %.0f s",
             info["loss_first_quarter"], info["loss_last_quarter"],
             info["seconds_total"])
   return info
 
 
+def _loss_summary(losses: Sequence[float]) -> dict[str, float]:
+  quarter = max(1, len(losses) // 4)
+  return {"loss_first_quarter": sum(losses[:quarter]) / quarter,
+          "loss_last_quarter": sum(losses[-quarter:]) / quarter}
+
+
+def _stage2(directory: str, config: ml_collections.ConfigDict,
+            want: dict[str, Any], repair_env: Any) -> dict[str, Any]:
+  """Self-repair: stage 1's own failures -> solutions, beside replayed
+  solution examples, fine-tuned on from stage 1's params."""
+  from leap_jax import policy as policy_lib  # pylint: disable=g-import-not-at-top  (policy imports store)
+  from leap_jax.rl.config import RLConfig  # pylint: disable=g-import-not-at-top
+  cfg, graphdef, params, tokenizer = _restore(directory, config.model,
+                                              config.sft.steps)
+  stops = embedded_tokenizer.stop_token_ids(tokenizer)
+  loaded = policy_lib.LoadedPolicy(cfg, graphdef, params, tokenizer, stops,
+                                   tokenizer.pad_token_id, "stage 1")
+  block = want["self_repair"]
+  t = time.monotonic()
+  repairs, statuses = self_repair.collect(
+      loaded, params, repair_env, block["task_ids"],
+      RLConfig(**config.rl.to_dict()), block["self_repair_samples"],
+      seed=config.seed + SELF_REPAIR_SEED_OFFSET,
+      prompts_per_call=SELF_REPAIR_PROMPTS_PER_CALL, progress=_LOG.info)
+  seconds_collect = time.monotonic() - t
+  solutions = [sft_data.solution_example(tokenizer, task_id, stops[0])
+               for task_id in want["task_ids"]]
+  _LOG.info("warm start: %d self-repair examples from %d turn-1 answers %s "
+            "in %.0f s", len(repairs), sum(statuses.values()), statuses,
+            seconds_collect)
+  sft_cfg = sft.SFTConfig(
+      steps=block["self_repair_steps"], batch_tokens=config.sft.batch_tokens,
+      learning_rate=block["self_repair_learning_rate"],
+      warmup_steps=config.sft.warmup_steps, seq_len=config.sft.seq_len,
+      seed=config.seed + 1)
+  t = time.monotonic()
+  params, losses = sft.train(graphdef, params, repairs + solutions, sft_cfg,
+                             pad_id=tokenizer.pad_token_id)
+  seconds_sft = time.monotonic() - t
+  ckpt = Checkpoints(_params_dir(directory), this_process_only=True)
+  ckpt.save(config.sft.steps + sft_cfg.steps, params, {"losses": losses})
+  ckpt.close()
+  info = {"turn1_statuses": statuses,
+          "examples": {self_repair.KIND: len(repairs),
+                       "solution": len(solutions)},
+          **_loss_summary(losses), "seconds_collect": seconds_collect,
+          "seconds_sft": seconds_sft}
+  _LOG.info("warm start: self-repair loss %.3f -> %.3f nats/token in %.0f s",
+            info["loss_first_quarter"], info["loss_last_quarter"], seconds_sft)
+  return info
+
+
+def _restore(directory: str, model: ml_collections.ConfigDict,
+             step: int | None = None):
+  """(model config, graphdef, params, tokenizer): params of `step`
+  (default: the latest, the finished warm start's)."""
+  tokenizer = tokenizer_lib.load(os.path.join(directory, "tokenizer"))
+  cfg = embedded_model_config(model).replace(vocab_size=len(tokenizer))
+  graphdef, abstract = transformer.abstract_model(cfg)
+  ckpt = Checkpoints(_params_dir(directory), this_process_only=True)
+  try:
+    params, _, _ = ckpt.restore(abstract, step)
+  finally:
+    ckpt.close()
+  return cfg, graphdef, params, tokenizer
+
+
 def ensure(directory: str, config: ml_collections.ConfigDict,
-           task_ids: Sequence[str], make_env: Callable[[], Any]):
-  """load(), making the warm start first when the directory has none."""
+           task_ids: Sequence[str], make_env: Callable[..., Any]):
+  """load(), making the warm start first when the directory has none;
+  make_env(trusted=...) opens an environment (trainer.make_env's knob)."""
   if read_info(directory) is None:
     _LOG.info("no warm start in %s: making it (launch/sft.py does the same)",
               directory)
-    with make_env() as env:
-      make(directory, config, task_ids, env)
+    with make_env(trusted=True) as env:
+      make(directory, config, task_ids, env,
+           make_repair_env=lambda: make_env(trusted=False))
   return load(directory, config, task_ids)

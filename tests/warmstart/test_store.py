@@ -16,6 +16,7 @@ TASKS = ["level1/relu", "level1/abs"]
 
 class _WrongEnv:
   calls = 0
+  config = type("C", (), {"target_backend": "triton"})()
 
   def evaluate(self, requests):
     _WrongEnv.calls += len(requests)
@@ -38,8 +39,8 @@ def made(tmp_path_factory):
 
 def test_make_writes_info_last_and_loads_back(made):
   directory, config, info = made
-  assert sorted(os.listdir(directory)) == ["params", "tokenizer",
-                                           store.INFO_FILE]
+  assert sorted(os.listdir(directory)) == ["params", store.STAGE1_FILE,
+                                           "tokenizer", store.INFO_FILE]
   assert info["examples"]["solution"] == 2
   assert sum(info["examples"].values()) == 2 + _WrongEnv.calls
   assert _WrongEnv.calls <= 2 * config.sft.repairs_per_task
@@ -108,3 +109,96 @@ def test_a_setting_added_later_reads_as_its_default(made, tmp_path):
   finally:
     with open(path, "w") as f:
       json.dump(info, f)
+
+
+def _self_repair_config(directory):
+  """Warm start on relu; stage 2 on abs, the run's other training task."""
+  config = _config(directory)
+  config.sft.update(tasks="level1/relu", self_repair_steps=2,
+                    self_repair_samples=2)
+  # Its tokenizer saw relu only: abs's prompt is longer in its tokens.
+  config.rl.update(max_prompt_tokens=320, max_seq_len=416)
+  return config
+
+
+class _RepairEnv(_WrongEnv):
+  opened = 0
+
+  def __enter__(self):
+    _RepairEnv.opened += 1
+    return self
+
+  def __exit__(self, *exc):
+    return False
+
+
+def test_self_repair_stage_adds_its_examples_and_steps(tmp_path):
+  directory = str(tmp_path / "w")
+  config = _self_repair_config(directory)
+  repair_env = _RepairEnv()
+  info = store.make(directory, config, TASKS, _WrongEnv(),
+                    make_repair_env=lambda: repair_env)
+  block = info["settings"]["self_repair"]
+  assert block["task_ids"] == ["level1/abs"]  # sft.tasks' relu left out
+  assert block["self_repair_steps"] == 2
+  stage2 = info["self_repair"]
+  # 2 turn-1 answers on abs, every one wrong: one example per distinct one.
+  assert stage2["turn1_statuses"] == {"wrong_output": 2}
+  assert 1 <= stage2["examples"]["self_repair"] <= 2
+  assert stage2["examples"]["solution"] == 1
+  assert sorted(os.listdir(os.path.join(directory, "params"))) == [
+      str(config.sft.steps), str(config.sft.steps + 2)]
+  store.load(directory, config, TASKS)
+  # Stage 2's settings are checked like the rest.
+  other = _self_repair_config(directory)
+  other.sft.self_repair_samples = 3
+  with pytest.raises(store.WarmStartError, match="self_repair.self_repair_samples"):
+    store.load(directory, other, TASKS)
+  off = _self_repair_config(directory)
+  off.sft.self_repair_steps = 0
+  with pytest.raises(store.WarmStartError, match="self_repair"):
+    store.load(directory, off, TASKS)
+
+
+def test_self_repair_stage_resumes_after_a_crash(tmp_path):
+  directory = str(tmp_path / "w")
+  config = _self_repair_config(directory)
+
+  class _Crash(_RepairEnv):
+    def evaluate(self, requests):
+      raise RuntimeError("preempted")
+
+  with pytest.raises(RuntimeError, match="preempted"):
+    store.make(directory, config, TASKS, _WrongEnv(),
+               make_repair_env=_Crash)
+  assert store.read_info(directory) is None  # unfinished: never loaded
+  stage1 = store.read_info(directory, store.STAGE1_FILE)
+  calls = _WrongEnv.calls
+
+  class _NoStage1Env:
+    def evaluate(self, requests):
+      raise AssertionError("stage 1 was redone")
+
+  info = store.make(directory, config, TASKS, _NoStage1Env(),
+                    make_repair_env=_RepairEnv)
+  assert _WrongEnv.calls - calls == 2  # stage 2's two answers only
+  assert info["loss_last_quarter"] == stage1["loss_last_quarter"]
+  store.load(directory, config, TASKS)
+  # Stage 1 of other settings is not resumed: made anew.
+  config.sft.learning_rate = 0.5
+  with pytest.raises(AssertionError, match="redone"):
+    store.make(directory, config, TASKS, _NoStage1Env(),
+               make_repair_env=_RepairEnv)
+
+
+def test_self_repair_needs_unseen_specs_and_an_environment(tmp_path):
+  config = _config(tmp_path)
+  config.sft.self_repair_steps = 2  # sft.tasks "": the warm start saw all
+  with pytest.raises(ValueError, match="self_repair_tasks.*memorised"):
+    store.settings(config, TASKS)
+  config = _self_repair_config(tmp_path)
+  with pytest.raises(ValueError, match="make_repair_env"):
+    store.make(str(tmp_path / "w"), config, TASKS, _WrongEnv())
+  config.sft.self_repair_tasks = "gen:eval:2"
+  with pytest.raises(ValueError, match="sft.self_repair_tasks.*held out"):
+    store.settings(config, TASKS)
