@@ -25,7 +25,7 @@ the mean wall-clock ratio: at every seed and evaluation step the two modes'
 accuracies are swapped at random while each keeps its own clock; null_p is
 the share of swaps whose ratio is at least the observed one.
 
-  python benchmarks/leap_vs_full.py [--seeds=3] [--steps=8] [--eval_every=4]
+  python benchmarks/leap_vs_full.py [--seeds=3] [--steps=16] [--eval_every=4]
       [--eval_split=gen:eval:48] [--eval_samples=4] [--target=-1] [--target_margin=0.05]
       [--modes=leap,multiturn_full] [--out=DIR] [--extra=--config.X=Y ...]
   python benchmarks/leap_vs_full.py --quick   # smoke config, 2 seeds x 2 steps
@@ -62,7 +62,7 @@ _QUICK = flags.DEFINE_bool(
     "the smoke's training tasks (its held-out tasks are out of its reach).")
 _SEEDS = flags.DEFINE_integer("seeds", 0, "Seeds 0..N-1 (0: 3, or 2 with "
                               "--quick).")
-_STEPS = flags.DEFINE_integer("steps", 0, "Steps per run (0: 8, or 2 with "
+_STEPS = flags.DEFINE_integer("steps", 0, "Steps per run (0: 16, or 2 with "
                               "--quick).")
 _EVAL_EVERY = flags.DEFINE_integer(
     "eval_every", 0, "Evaluate every this many steps and at the last (0: 4, "
@@ -221,7 +221,7 @@ def main(argv):
   defaults = leap_config.get_config(variant)
   config = f"configs/leap.py:{variant}"
   num_seeds = _SEEDS.value or (2 if quick else 3)
-  steps = _STEPS.value or (2 if quick else 8)
+  steps = _STEPS.value or (2 if quick else 16)  # issues 19/20: >= 16
   every = _EVAL_EVERY.value or (2 if quick else 4)
   split = _EVAL_SPLIT.value or ("train" if quick else
                                 defaults.eval_tasks or "eval")

@@ -199,6 +199,7 @@ def make(directory: str, config: ml_collections.ConfigDict,
   else:
     _LOG.info("warm start: stage 1 found in %s (%.0f s then), resuming",
               directory, stage1["seconds_total"])
+    _drop_params_after(directory, config.sft.steps)
   info = {"settings": want, **stage1}
   stage2_start = time.monotonic()
   if "self_repair" in want:
@@ -233,6 +234,14 @@ def _resumable_stage1(directory: str, want: dict[str, Any]
 
 def _params_dir(directory: str) -> str:
   return os.path.join(directory, "params")
+
+
+def _drop_params_after(directory: str, step: int) -> None:
+  """Removes params saved after `step` (a stage 2 that crashed after its
+  save, before warmstart.json): stage 2 saves its step anew."""
+  for name in os.listdir(_params_dir(directory)):
+    if name.isdigit() and int(name) > step:
+      shutil.rmtree(os.path.join(_params_dir(directory), name))
 
 
 def _stage1(directory: str, config: ml_collections.ConfigDict,

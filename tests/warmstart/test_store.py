@@ -132,6 +132,11 @@ class _RepairEnv(_WrongEnv):
     return False
 
 
+class _NoStage1Env:
+  def evaluate(self, requests):
+    raise AssertionError("stage 1 was redone")
+
+
 def test_self_repair_stage_adds_its_examples_and_steps(tmp_path):
   directory = str(tmp_path / "w")
   config = _self_repair_config(directory)
@@ -148,6 +153,11 @@ def test_self_repair_stage_adds_its_examples_and_steps(tmp_path):
   assert stage2["examples"]["solution"] == 1
   assert sorted(os.listdir(os.path.join(directory, "params"))) == [
       str(config.sft.steps), str(config.sft.steps + 2)]
+  store.load(directory, config, TASKS)
+  # A crash after stage 2's save, before warmstart.json: stage 2 again.
+  os.remove(os.path.join(directory, store.INFO_FILE))
+  store.make(directory, config, TASKS, _NoStage1Env(),
+             make_repair_env=_RepairEnv)
   store.load(directory, config, TASKS)
   # Stage 2's settings are checked like the rest.
   other = _self_repair_config(directory)
@@ -174,10 +184,6 @@ def test_self_repair_stage_resumes_after_a_crash(tmp_path):
   assert store.read_info(directory) is None  # unfinished: never loaded
   stage1 = store.read_info(directory, store.STAGE1_FILE)
   calls = _WrongEnv.calls
-
-  class _NoStage1Env:
-    def evaluate(self, requests):
-      raise AssertionError("stage 1 was redone")
 
   info = store.make(directory, config, TASKS, _NoStage1Env(),
                     make_repair_env=_RepairEnv)
