@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from leap_jax import evaluation, run_log
+from leap_jax.env.environment import EnvConfig
 from leap_jax.env.verdict import Status, Timing, Verdict
 from leap_jax.rl.config import RLConfig
 
@@ -33,7 +34,7 @@ class _OkForRelu:
   """relu is solved at turn 1, abs at turn 2, the level-2 task never."""
 
   def __init__(self):
-    self.config = type("C", (), {"target_backend": "triton", "timing": True})()
+    self.config = EnvConfig(timing=True)
     self.seen = {}
 
   def evaluate(self, requests):

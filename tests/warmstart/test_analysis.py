@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from leap_jax.env.environment import EnvConfig
 from leap_jax.env.verdict import Status, Verdict
 from leap_jax.rl.config import RLConfig
 from leap_jax.warmstart import analysis
@@ -158,7 +159,7 @@ class _ReluOnly:
   """relu is correct whatever the answer; every other task is wrong."""
 
   def __init__(self):
-    self.config = type("C", (), {"target_backend": "triton"})()
+    self.config = EnvConfig()
     self.calls = 0
 
   def evaluate(self, requests):

@@ -4,6 +4,7 @@ import pytest
 
 import kernels_pallas
 from leap_jax.env.candidate import fence
+from leap_jax.env.environment import EnvConfig
 from leap_jax.env.verdict import Status, Verdict
 from leap_jax.rl.config import RLConfig
 from leap_jax.warmstart import self_repair
@@ -13,7 +14,7 @@ class _Env:
   which the harness fails on (no example from that one)."""
 
   def __init__(self):
-    self.config = type("C", (), {"target_backend": "triton"})()
+    self.config = EnvConfig()
     self.requests = []
     self.harness_failed = None
 
@@ -72,3 +73,20 @@ def test_held_out_tasks_are_refused(tiny_policy):
   with pytest.raises(ValueError, match="eval tasks may not"):
     self_repair.collect(tiny_policy, tiny_policy.params, _Env(), held_out,
                         RLConfig(max_new_tokens=8), num_samples=2)
+
+
+def test_blocks_with_progress_sample_as_one_call(tiny_policy, monkeypatch):
+  tasks = ["level1/relu", "level1/abs", "level1/relu", "level1/abs"]
+  cfg = RLConfig(max_new_tokens=8)
+  whole = _Env()
+  self_repair.collect(tiny_policy, tiny_policy.params, whole, tasks, cfg,
+                      num_samples=2, prompts_per_call=1)
+  monkeypatch.setattr(self_repair, "PROGRESS_TASKS", 2)
+  heard, blocked = [], _Env()
+  self_repair.collect(tiny_policy, tiny_policy.params, blocked, tasks, cfg,
+                      num_samples=2, prompts_per_call=1,
+                      progress=lambda fmt, *a: heard.append(fmt % a))
+  assert blocked.requests == whole.requests  # same rngs, same answers
+  assert [h.split(",")[0] for h in heard] == [
+      "self-repair: turn-1 answers on 2 of 4 tasks",
+      "self-repair: turn-1 answers on 4 of 4 tasks"]

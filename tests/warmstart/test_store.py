@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from configs import leap
+from leap_jax.env.environment import EnvConfig
 from leap_jax.env.verdict import Status, Verdict
 from leap_jax.warmstart import store
 
@@ -16,7 +17,7 @@ TASKS = ["level1/relu", "level1/abs"]
 
 class _WrongEnv:
   calls = 0
-  config = type("C", (), {"target_backend": "triton"})()
+  config = EnvConfig()
 
   def evaluate(self, requests):
     _WrongEnv.calls += len(requests)
