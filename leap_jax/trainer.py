@@ -39,6 +39,7 @@ from leap_jax.env import environment, settings
 from leap_jax.rl import train_step
 from leap_jax.rl.config import RLConfig
 from leap_jax.rl.prompts import PromptBuilder
+from leap_jax.warmstart import store
 
 _LOG = logging.getLogger(__name__)
 
@@ -70,9 +71,11 @@ def check_config(config: ml_collections.ConfigDict) -> None:
         f"+ {rl.max_new_tokens}) must fit config.rl.max_seq_len "
         f"({rl.max_seq_len}): the trainer must see the context the sampler saw")
   rl_config(config)
+  train_tasks = task_stream.training_tasks(config.train_tasks)
   if config.model.source != "embedded":
     policy_lib.model_path(config.model)
-  task_stream.training_tasks(config.train_tasks)
+  else:
+    store.settings(config, train_tasks)  # sft.tasks, sft.self_repair_*
   if config.eval_every or config.eval_at_start:
     if config.eval_samples < 2:
       raise ValueError(f"config.eval_samples must be >= 2, got "

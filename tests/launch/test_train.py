@@ -114,6 +114,9 @@ ERRORS = [
      "eval_tasks: 'level9' names no task"),
     ("sft", "--config.sft.stpes=3",
      "unknown config field 'sft.stpes' (nearest: sft.steps)"),
+    ("train", CONFIG + " --config.sft.self_repair_steps=2",
+     "every task of sft.self_repair_tasks (the run training tasks) is one "
+     "the warm start learns from"),
     ("show_rollouts", "--workdir={tmp}/nothing", "no rollout dumps in"),
 ]
 
