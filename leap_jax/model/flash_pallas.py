@@ -19,6 +19,8 @@ import functools
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
+# Triton's dot (f32 accumulation); pl.dot is a deprecated alias of it.
+from jax.experimental.pallas import triton as plgpu
 
 NEG_INF = -1e30
 BLOCK_FWD = 128
@@ -26,12 +28,11 @@ BLOCK_BWD = 32
 
 
 def _compiler_params(num_warps: int, num_stages: int):
-  from jax.experimental.pallas import triton as plgpu  # pylint: disable=g-import-not-at-top
   return plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages)
 
 
 def _masked_scores(q, k, valid_k, q_start, k_start, block_q, block_k):
-  s = pl.dot(q, k.T)  # [block_q, block_k] f32
+  s = plgpu.dot(q, k.T)  # [block_q, block_k] f32
   q_pos = q_start + jnp.arange(block_q)
   k_pos = k_start + jnp.arange(block_k)
   mask = (k_pos[None, :] <= q_pos[:, None]) & (valid_k[None, :] != 0)
@@ -54,7 +55,7 @@ def _forward_kernel(q_ref, k_ref, v_ref, valid_ref, o_ref, lse_ref, *,
     p = jnp.exp(s - m_new[:, None])
     s_sum = s_sum * correction + jnp.sum(p, axis=-1)
     v = v_ref[k_slice, :]
-    acc = acc * correction[:, None] + pl.dot(p.astype(v.dtype), v)
+    acc = acc * correction[:, None] + plgpu.dot(p.astype(v.dtype), v)
     return acc, m_new, s_sum
 
   init = (jnp.zeros((block_q, h), jnp.float32),
@@ -105,9 +106,9 @@ def _backward_kernel(q_ref, k_ref, v_ref, valid_ref, do_ref, lse_ref,
     s, mask = _masked_scores(q, k, valid_k, i * block, j * block, block,
                              block)
     p = jnp.where(mask, jnp.exp(s - lse_ref[q_slice][:, None]), 0.0)
-    dv = dv + pl.dot(p.astype(do.dtype).T, do)
-    dp = pl.dot(do, v.T) - delta_ref[q_slice][:, None]
-    dk = dk + pl.dot((p * dp).astype(q.dtype).T, q)
+    dv = dv + plgpu.dot(p.astype(do.dtype).T, do)
+    dp = plgpu.dot(do, v.T) - delta_ref[q_slice][:, None]
+    dk = dk + plgpu.dot((p * dp).astype(q.dtype).T, q)
     return dk, dv
 
   zeros = jnp.zeros((block, h), jnp.float32)
@@ -126,8 +127,8 @@ def _backward_kernel(q_ref, k_ref, v_ref, valid_ref, do_ref, lse_ref,
     s, mask = _masked_scores(q, k, valid_ref[k_slice], j * block, i * block,
                              block, block)
     p = jnp.where(mask, jnp.exp(s - lse[:, None]), 0.0)
-    dp = pl.dot(do, v_ref[k_slice, :].T) - delta[:, None]
-    return dq + pl.dot((p * dp).astype(k.dtype), k)
+    dp = plgpu.dot(do, v_ref[k_slice, :].T) - delta[:, None]
+    return dq + plgpu.dot((p * dp).astype(k.dtype), k)
 
   dq = jax.lax.fori_loop(0, j + 1, dq_step, jnp.zeros((block, h), jnp.float32))
   dq_ref[...] = dq.astype(dq_ref.dtype)
