@@ -87,10 +87,12 @@ def check_config(config: ml_collections.ConfigDict) -> None:
                      "installed: pip install -e .[wandb]")
 
 
-def make_env(config: ml_collections.ConfigDict, trusted: bool = False):
-  """The kernel environment; `trusted` reuses workers (warm-start mutants)."""
+def make_env(config: ml_collections.ConfigDict, trusted: bool = False,
+             input_seed: int | None = None):
+  """The kernel environment; `trusted` reuses workers (warm-start mutants);
+  input_seed fixes each task's trial inputs (warm-start builds only)."""
   return environment.KernelEnv(settings.env_config_from(
-      config.env, jobs_per_worker=64 if trusted else 1))
+      config.env, jobs_per_worker=64 if trusted else 1, input_seed=input_seed))
 
 
 class Trainer:

@@ -2,12 +2,15 @@
 
 Screening and judging happen here, in the trusted process; candidates run only
 in pool workers. Trial inputs come from fresh secret seeds on every call and
-the reference outputs never leave this process.
+the reference outputs never leave this process. The one exception is
+`input_seed`, for the warm start's builds alone: its judged data (error
+figures in the feedback) must not differ between two builds of one config.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import secrets
 import time
@@ -43,6 +46,11 @@ class EnvConfig:
   memory_bytes: int = 8 << 30
   cpu_seconds: int = 300
   max_answer_chars: int = candidate.MAX_ANSWER_CHARS  # longer: no_code
+  # None: fresh secret seeds per call (RL, evaluation). An int: a task's
+  # trial inputs are the same on every call, derived from it and the task id
+  # (warm-start data builds only: nothing learns from those verdicts while
+  # they are made).
+  input_seed: int | None = None
 
   @property
   def backend(self) -> str:
@@ -83,6 +91,11 @@ def _seconds(value: Any) -> tuple[float, ...]:
 
 def _fresh_key() -> jax.Array:
   return jax.random.key(secrets.randbits(63))
+
+
+def _seeded_key(seed: int, task_id: str) -> jax.Array:
+  digest = hashlib.sha256(f"{seed}:{task_id}".encode()).digest()
+  return jax.random.key(int.from_bytes(digest[:8], "little") >> 1)
 
 
 class KernelEnv:
@@ -130,7 +143,9 @@ class KernelEnv:
     return self._exports[task.task_id]
 
   def _task_batch(self, task: kernels_pallas.Task) -> _TaskBatch:
-    keys = jax.random.split(_fresh_key(), self.config.trials)
+    seed = self.config.input_seed
+    key = _fresh_key() if seed is None else _seeded_key(seed, task.task_id)
+    keys = jax.random.split(key, self.config.trials)
     inputs, outputs = [], []
     for key in keys:
       trial = tuple(np.array(x) for x in task.make_inputs(key))

@@ -49,12 +49,13 @@ def _host_has_gpu() -> bool:
 
 def env_config_from(cfg: ml_collections.ConfigDict,
                     has_gpu: bool | None = None,
-                    jobs_per_worker: int = 1) -> EnvConfig:
+                    jobs_per_worker: int = 1,
+                    input_seed: int | None = None) -> EnvConfig:
   """Builds the environment's config from the `env` config block.
 
   jobs_per_worker > 1 reuses a worker process for that many candidates: only
   for trusted code (the warm start's own mutated solutions), never for the
-  policy's answers.
+  policy's answers. input_seed: EnvConfig.input_seed (warm-start builds).
   """
   has_gpu = _host_has_gpu() if has_gpu is None else has_gpu
   backend = resolve_backend(cfg.backend, has_gpu)
@@ -91,4 +92,5 @@ def env_config_from(cfg: ml_collections.ConfigDict,
           rounds=cfg.timing_rounds, max_seconds=cfg.timing_max_seconds),
       calibration_tasks=tuple(cfg.calibration_tasks),
       calibration_repeats=cfg.calibration_repeats, band_floor=cfg.band_floor,
-      memory_bytes=int(cfg.memory_gb * (1 << 30)), cpu_seconds=cfg.cpu_seconds)
+      memory_bytes=int(cfg.memory_gb * (1 << 30)), cpu_seconds=cfg.cpu_seconds,
+      input_seed=input_seed)

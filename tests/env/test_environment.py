@@ -1,5 +1,8 @@
 """Every verdict the environment can reach, through one real pool."""
 
+import dataclasses
+
+import jax
 import numpy as np
 import pytest
 
@@ -191,3 +194,43 @@ def test_reference_infinities_must_be_matched_exactly(bare_env):
   result, _ = judge(header, arrays)
   assert result.status is Status.WRONG_OUTPUT
   assert "not matched exactly" in result.detail
+
+
+# input_seed (warm-start builds): a task's trial inputs, and so the error
+# figures of its feedback, are the same on every call; without it they are
+# fresh on every call (what keeps RL answers from fitting known inputs).
+
+def _inputs(env):
+  return env._task_batch(kernels_pallas.get_task(TASK)).inputs  # noqa: SLF001
+
+
+def _same(a, b):
+  return all(np.array_equal(x, y) for ta, tb in zip(a, b) for x, y in zip(ta, tb))
+
+
+def test_input_seed_fixes_each_tasks_trial_inputs(bare_env, monkeypatch):
+  fresh = _inputs(bare_env), _inputs(bare_env)
+  assert not _same(*fresh)
+  monkeypatch.setattr(bare_env, "config",
+                      dataclasses.replace(bare_env.config, input_seed=5))
+  seeded = _inputs(bare_env)
+  assert _same(seeded, _inputs(bare_env))
+  assert not _same(seeded[:1], seeded[1:])  # the trials still differ
+  monkeypatch.setattr(bare_env, "config",
+                      dataclasses.replace(bare_env.config, input_seed=6))
+  assert not _same(seeded, _inputs(bare_env))
+  keys = {str(jax.random.key_data(environment._seeded_key(5, t)))  # noqa: SLF001
+          for t in (TASK, "level1/relu", "level1/abs")}
+  assert len(keys) == 3
+
+
+def test_input_seed_makes_wrong_output_feedback_repeat(bare_env, monkeypatch):
+  wrong = [(TASK, CASES["wrong_output"][0])]
+  fresh = [bare_env.evaluate(wrong)[0] for _ in range(2)]
+  assert fresh[0].status is Status.WRONG_OUTPUT
+  assert fresh[0].feedback != fresh[1].feedback
+  monkeypatch.setattr(bare_env, "config",
+                      dataclasses.replace(bare_env.config, input_seed=5))
+  seeded = [bare_env.evaluate(wrong)[0] for _ in range(2)]
+  assert seeded[0].status is Status.WRONG_OUTPUT
+  assert seeded[0].feedback == seeded[1].feedback

@@ -88,3 +88,10 @@ def test_verify_devices_go_through_the_jobs_own_visible_devices(monkeypatch):
   cfg.verify_devices = "0,3"
   setups = settings.env_config_from(cfg, has_gpu=True).pool.setups
   assert [s.visible_device for s in setups] == ["4", "7"]
+
+
+def test_input_seed_is_fresh_unless_a_build_fixes_it():
+  cfg = leap.get_config("").env
+  assert settings.env_config_from(cfg, has_gpu=False).input_seed is None
+  assert settings.env_config_from(cfg, has_gpu=False,
+                                  input_seed=3).input_seed == 3

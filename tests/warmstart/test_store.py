@@ -209,3 +209,35 @@ def test_self_repair_needs_unseen_specs_and_an_environment(tmp_path):
   config.sft.self_repair_tasks = "gen:eval:2"
   with pytest.raises(ValueError, match="sft.self_repair_tasks.*held out"):
     store.settings(config, TASKS)
+
+
+def test_ensure_fixes_trial_inputs_by_the_seed(tmp_path, monkeypatch):
+  """Both of a build's environments get input_seed = config.seed, so two
+  builds of one config judge the same inputs; an existing one opens none."""
+  opened, made_with = [], []
+
+  class _Env:
+    def __init__(self, **kwargs):
+      opened.append(kwargs)
+
+    def __enter__(self):
+      return self
+
+    def __exit__(self, *exc):
+      return False
+
+  def fake_make(directory, config, task_ids, env, make_repair_env):
+    made_with.append(env)
+    make_repair_env()
+  monkeypatch.setattr(store, "make", fake_make)
+  monkeypatch.setattr(store, "load", lambda *args: "loaded")
+  config = _config(tmp_path / "ws")
+  config.seed = 7
+  assert store.ensure(str(tmp_path / "ws"), config, TASKS, _Env) == "loaded"
+  assert opened == [{"trusted": True, "input_seed": 7},
+                    {"trusted": False, "input_seed": 7}]
+  assert len(made_with) == 1
+  monkeypatch.setattr(store, "read_info", lambda directory: {"done": True})
+  opened.clear()
+  store.ensure(str(tmp_path / "ws"), config, TASKS, _Env)
+  assert opened == []
