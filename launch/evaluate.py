@@ -43,6 +43,7 @@ def main(argv):
     cli.fail("evaluate", "--num_samples must be >= 2")
   cli.quiet_logging()
   import ml_collections  # pylint: disable=g-import-not-at-top
+  import kernels_pallas  # pylint: disable=g-import-not-at-top
   from leap_jax import evaluation, policy as policy_lib, run_log, run_state, task_stream, trainer  # pylint: disable=g-import-not-at-top
   from leap_jax.checkpoints import Checkpoints, CheckpointError  # pylint: disable=g-import-not-at-top
   from leap_jax.warmstart.store import WarmStartError  # pylint: disable=g-import-not-at-top

@@ -86,13 +86,15 @@ def test_kill_9_mid_run_then_resume_redoes_steps_once(warmstart, tmp_path):
   assert sorted(os.listdir(os.path.join(workdir, "checkpoints"))) == [
       "0", "2", "4"]  # no temporary directory of an interrupted save left
 
-  # evaluate.py on the final checkpoint and on the warm start (step 0).
-  for step in ("4", "0"):
+  # evaluate.py on the final checkpoint and on the warm start (step 0),
+  # on the run's training split and on a task set (as leap_vs_full passes
+  # gen:eval:48).
+  for step, split, num_tasks in (("4", "train", 2), ("0", "level1/abs", 1)):
     out = _run("evaluate", f"--workdir={workdir}", f"--step={step}",
-               "--split=train", "--num_samples=2", "--json")
+               f"--split={split}", "--num_samples=2", "--json")
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    assert result["step"] == int(step) and result["tasks"] == 2
+    assert result["step"] == int(step) and result["tasks"] == num_tasks
     assert {"acc@1", "acc@2", "turns_per_pass", "fast_1", "fast_2",
             "levels"} <= set(result)
     assert "level1" in out.stdout.splitlines()[3]  # the per-level row
