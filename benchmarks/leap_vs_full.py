@@ -25,6 +25,10 @@ the mean wall-clock ratio: at every seed and evaluation step the two modes'
 accuracies are swapped at random while each keeps its own clock; null_p is
 the share of swaps whose ratio is at least the observed one.
 
+Each finished seed is saved (OUT/seed<s>/seed.json, with what it was
+measured with); a rerun with the same settings reads it back instead of
+training again, so a crash or ^C in a later seed loses only that seed.
+
   python benchmarks/leap_vs_full.py [--seeds=3] [--steps=16] [--eval_every=4]
       [--eval_split=gen:eval:48] [--eval_samples=4] [--target=-1] [--target_margin=0.05]
       [--modes=leap,multiturn_full] [--out=DIR] [--extra=--config.X=Y ...]
@@ -150,6 +154,39 @@ def fresh_workdir(path: str) -> None:
   shutil.rmtree(path)
 
 
+SEED_FILE = "seed.json"
+
+
+def _int_keys(tree):
+  """JSON turned the step keys of accs and totals into strings."""
+  if isinstance(tree, dict):
+    return {(int(k) if isinstance(k, str) and k.isdigit() else k):
+            _int_keys(v) for k, v in tree.items()}
+  return tree
+
+
+def save_seed(base: str, key: dict, result: dict, seconds: dict) -> None:
+  """One finished seed, written atomically: a later crash or ^C keeps it."""
+  path = os.path.join(base, SEED_FILE)
+  with open(path + ".tmp", "w") as f:
+    json.dump({"key": key, "result": result, "seconds": seconds}, f)
+  os.replace(path + ".tmp", path)
+
+
+def load_seed(base: str, key: dict) -> tuple[dict, dict] | None:
+  """(result, seconds) of a seed finished under the same key, else None."""
+  path = os.path.join(base, SEED_FILE)
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    saved = json.load(f)
+  if saved.get("key") != key:
+    return None
+  result = saved["result"]
+  return ({**result, "accs": _int_keys(result["accs"]),
+           "totals": _int_keys(result["totals"])}, saved["seconds"])
+
+
 def last_json(log_path: str) -> dict:
   with open(log_path) as f:
     return json.loads(f.read().strip().splitlines()[-1])
@@ -170,6 +207,13 @@ class Runner:
     return [f"--config={self.config}", f"--config.seed={seed}",
             f"--config.sft.dir={sft_dir}", *_EXTRA.value]
 
+  def key(self, seed: int, sft_dir: str, steps: list[int]) -> dict:
+    """What a seed is measured with: a saved result is reused only under
+    the same key."""
+    return {"seed": seed, "config": self.config, "sft_dir": sft_dir,
+            "eval_steps": steps, "split": self.split, "samples": self.samples,
+            "modes": list(_MODES.value), "extra": list(_EXTRA.value)}
+
   def evaluate(self, workdir: str, step: int, log: str) -> dict:
     self.seconds["eval"] += run_logged(_python(
         "launch/evaluate.py", f"--workdir={workdir}", f"--step={step}",
@@ -178,9 +222,26 @@ class Runner:
     return last_json(log)
 
   def seed(self, seed: int, sft_dir: str, steps: list[int]) -> dict:
-    """accs (mode -> step -> Acc@T), totals, turns, activated groups."""
+    """accs (mode -> step -> Acc@T), totals, turns, activated groups; a
+    seed finished before under the same settings is read back, not rerun."""
     base = os.path.join(self.out, f"seed{seed}")
     os.makedirs(base, exist_ok=True)
+    key = self.key(seed, sft_dir, steps)
+    saved = load_seed(base, key)
+    if saved is not None:
+      print(f"seed {seed}: reusing {os.path.join(base, SEED_FILE)} (delete it "
+            "to rerun)", file=sys.stderr)
+      for name, value in saved[1].items():
+        self.seconds[name] += value
+      return saved[0]
+    before = dict(self.seconds)
+    result = self._measure(seed, sft_dir, steps, base)
+    save_seed(base, key, result,
+              {k: self.seconds[k] - before[k] for k in self.seconds})
+    return result
+
+  def _measure(self, seed: int, sft_dir: str, steps: list[int],
+               base: str) -> dict:
     common = self.common(seed, sft_dir)
     self.seconds["sft"] += run_logged(_python("launch/sft.py", *common),
                                       os.path.join(base, "sft.log"))

@@ -42,11 +42,28 @@ def test_fresh_workdir_removes_runs_only(tmp_path):
   assert (other / "notes.txt").exists()
 
 
-def test_quick_end_to_end(tmp_path):
-  out = subprocess.run(
+def test_saved_seed_round_trips_under_its_key_only(tmp_path):
+  key = {"seed": 1, "config": "configs/leap.py:smoke", "eval_steps": [2, 4]}
+  result = {"accs": {"leap": {0: 0.5, 4: 0.625}},
+            "totals": {"leap": {"wall_s": {0: 0.0, 4: 12.5}}},
+            "turns": 2, "activated": [0.25, 0.5]}
+  lvf.save_seed(str(tmp_path), key, result, {"train": 3.0})
+  assert lvf.load_seed(str(tmp_path), key) == (result, {"train": 3.0})
+  # Other settings (another --extra, more steps) measure something else.
+  assert lvf.load_seed(str(tmp_path), {**key, "eval_steps": [2]}) is None
+  assert lvf.load_seed(str(tmp_path / "none"), key) is None
+  assert not list(tmp_path.glob("*.tmp"))
+
+
+def _quick(tmp_path):
+  return subprocess.run(
       [sys.executable, SCRIPT, "--quick", f"--out={tmp_path / 'out'}",
        f"--sft_dir={tmp_path / 'warmstart'}", "--resamples=200"],
       capture_output=True, text=True, timeout=1800, cwd=ROOT)
+
+
+def test_quick_end_to_end(tmp_path):
+  out = _quick(tmp_path)
   assert out.returncode == 0, out.stderr[-3000:]
   lines = out.stdout.strip().splitlines()
   result = json.loads(lines[-1])
@@ -68,3 +85,13 @@ def test_quick_end_to_end(tmp_path):
   assert (tmp_path / "warmstart_seed1" / "warmstart.json").exists()
   with open(tmp_path / "out" / "leap_vs_full.json") as f:
     assert json.load(f) == result
+  # A rerun reads both finished seeds back: nothing trains again, and the
+  # statistics come out the same.
+  again = _quick(tmp_path)
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert again.stderr.count("reusing") == 2
+  assert "launch/train.py" not in again.stderr and "step 1/" not in again.stderr
+  rerun = json.loads(again.stdout.strip().splitlines()[-1])
+  for key in ("seconds",):
+    rerun.pop(key), result.pop(key)
+  assert rerun == result
