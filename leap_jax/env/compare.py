@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from leap_jax.env import mismatch
 from leap_jax.env.verdict import Status
 
 
@@ -87,6 +88,7 @@ def compare_values(got: Sequence[np.ndarray], want: Sequence[np.ndarray],
   max_abs = max_rel = 0.0
   mismatched = total = 0
   nan_outputs, inf_outputs = [], []
+  described: list[str] = []  # the first wrong all-finite output, in words
   for i, (g, w) in enumerate(zip(got, want, strict=True)):
     g64 = np.asarray(g, np.float64)
     w64 = np.asarray(w, np.float64)
@@ -102,6 +104,8 @@ def compare_values(got: Sequence[np.ndarray], want: Sequence[np.ndarray],
     if np.any(bad & ~finite):
       inf_outputs.append(i)
     mismatched += int(bad.sum())
+    if not described and bad.any() and finite.all() and np.isfinite(g64).all():
+      described = mismatch.describe(g64, w64, bad, atol, rtol)
     total += bad.size
     # Error figures over the reference's finite values; an exact non-finite
     # match is no error, any other mismatch there is an infinite one.
@@ -118,5 +122,6 @@ def compare_values(got: Sequence[np.ndarray], want: Sequence[np.ndarray],
     return _wrong(f"Output(s) {inf_outputs}: the reference's inf/NaN values "
                   "are not matched exactly.", errors)
   if mismatched:
-    return _wrong(f"Tolerances: atol={atol:g}, rtol={rtol:g}.", errors)
+    return _wrong("\n".join(
+        [*described, f"Tolerances: atol={atol:g}, rtol={rtol:g}."]), errors)
   return Comparison(Status.OK, "", errors)
