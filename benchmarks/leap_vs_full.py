@@ -2,7 +2,8 @@
 
 On configs/leap.py:bench (the testbed: generated specs, held-out
 gen:eval:48; WORKSPACE.md "The testbed"). Per seed s (0..--seeds-1): a warm
-start of its own (config.seed = s), then every mode (leap, multiturn_full,
+start of its own (config.seed = s; with --shared_warm_start seed 0's for
+all), then every mode (leap, multiturn_full,
 optionally grpo_single_turn) trains from it in `launch/train.py`
 subprocesses, one after the other. Training stops at each evaluation step
 (--eval_every) and `launch/evaluate.py` (another process: its time is never
@@ -31,7 +32,8 @@ training again, so a crash or ^C in a later seed loses only that seed.
 
   python benchmarks/leap_vs_full.py [--seeds=3] [--steps=16] [--eval_every=4]
       [--eval_split=gen:eval:48] [--eval_samples=4] [--target=-1] [--target_margin=0.05]
-      [--modes=leap,multiturn_full] [--out=DIR] [--extra=--config.X=Y ...]
+      [--modes=leap,multiturn_full] [--out=DIR] [--shared_warm_start]
+      [--extra=--config.X=Y ...]
   python benchmarks/leap_vs_full.py --quick   # smoke config, 2 seeds x 2 steps
 
 Last stdout line: one JSON object (seeds, wallclock_ratio_mean,
@@ -91,6 +93,11 @@ _OUT = flags.DEFINE_string("out", "", "Workdirs, logs and leap_vs_full.json "
 _SFT_DIR = flags.DEFINE_string(
     "sft_dir", "", "Seed 0's warm start (default: the config's sft.dir); "
     "seed s > 0 uses it with the suffix _seed<s>.")
+_SHARED_WARM_START = flags.DEFINE_bool(
+    "shared_warm_start", False, "Every seed starts from seed 0's warm start "
+    "(one build instead of one per seed: on :bench 45 min here each); seeds "
+    "then differ in RL sampling, task order and evaluation only, so the "
+    "interval is over RL's spread given one warm start.")
 _EXTRA = flags.DEFINE_multi_string(
     "extra", [], "One more --config.FIELD=VALUE for every sft.py and train.py "
     "(repeatable).")
@@ -192,6 +199,11 @@ def last_json(log_path: str) -> dict:
     return json.loads(f.read().strip().splitlines()[-1])
 
 
+def warm_start_dir(base: str, seed: int, shared: bool) -> str:
+  """Seed `seed`'s warm start: base itself for seed 0 or when shared."""
+  return base if shared or not seed else f"{base}_seed{seed}"
+
+
 def _python(script: str, *args: str) -> list[str]:
   return [sys.executable, os.path.join(*script.split("/")), *args]
 
@@ -204,8 +216,11 @@ class Runner:
     self.seconds = {"sft": 0.0, "train": 0.0, "eval": 0.0}
 
   def common(self, seed: int, sft_dir: str) -> list[str]:
+    # A shared warm start is seed 0's, whatever seed the RL runs take.
+    sft_seed = 0 if _SHARED_WARM_START.value else -1
     return [f"--config={self.config}", f"--config.seed={seed}",
-            f"--config.sft.dir={sft_dir}", *_EXTRA.value]
+            f"--config.sft.dir={sft_dir}", f"--config.sft.seed={sft_seed}",
+            *_EXTRA.value]
 
   def key(self, seed: int, sft_dir: str, steps: list[int]) -> dict:
     """What a seed is measured with: a saved result is reused only under
@@ -298,9 +313,8 @@ def main(argv):
   start = time.monotonic()
   seeds, results, targets = list(range(num_seeds)), [], []
   for seed in seeds:
-    sft_dir = sft_base or os.path.join(ROOT, defaults.sft.dir)
-    if seed:
-      sft_dir += f"_seed{seed}"
+    sft_dir = warm_start_dir(sft_base or os.path.join(ROOT, defaults.sft.dir),
+                             seed, _SHARED_WARM_START.value)
     results.append(runner.seed(seed, sft_dir, eval_steps(steps, every)))
     frozen = results[-1]["accs"]["leap"][0]
     targets.append(_TARGET.value if _TARGET.value >= 0

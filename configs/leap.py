@@ -139,6 +139,10 @@ def sft_config() -> ml_collections.ConfigDict:
   sft.tasks = ""                 # task set of the warm start; "": train_tasks
   sft.split_lines = False        # tokenizer merges stop at line ends
   sft.dir = "runs/warmstart"     # cached here; train.py makes it if missing
+  # The warm start's seed (tokenizer data, init, SFT order, stage 2's
+  # samples, its trial inputs); -1: config.seed. Fixed, RL seeds can share
+  # one warm start (benchmarks/leap_vs_full.py --shared_warm_start).
+  sft.seed = -1
   # Stage 2 (warmstart/self_repair.py), when steps > 0: the stage-1 policy
   # answers samples x turn 1 on self_repair_tasks (training split; "": the
   # run's training tasks) less sft.tasks; each failure with its real

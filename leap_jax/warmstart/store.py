@@ -59,6 +59,13 @@ SELF_REPAIR_PROMPTS_PER_CALL = 16
 ADDED_DEFAULTS = {"sft": {"split_lines": False}}
 
 
+def warm_start_seed(config: ml_collections.ConfigDict) -> int:
+  """The seed the warm start is made with: sft.seed, or config.seed when
+  that is < 0 (so seeds of an RL comparison can share one warm start)."""
+  seed = config.sft.get("seed", -1)
+  return config.seed if seed < 0 else seed
+
+
 class WarmStartError(RuntimeError):
   """The warm start is missing, incomplete or made with other settings."""
 
@@ -113,7 +120,7 @@ def settings(config: ml_collections.ConfigDict,
   made before it existed still load."""
   sft_block = {f: config.sft.get(f, ADDED_DEFAULTS["sft"].get(f))
                for f in SFT_FIELDS + DATA_FIELDS}
-  out = {"seed": config.seed,
+  out = {"seed": warm_start_seed(config),
          "model": {f: config.model[f] for f in MODEL_FIELDS},
          # Params saved in another layout (per-layer, before the layers
          # were stacked) cannot be restored: refused by name.
@@ -248,7 +255,7 @@ def _stage1(directory: str, config: ml_collections.ConfigDict,
             want: dict[str, Any], env: Any) -> dict[str, Any]:
   """Tokenizer, SFT data (real env feedback), fine-tuning from init."""
   start = time.monotonic()
-  task_ids = want["task_ids"]
+  task_ids, seed = want["task_ids"], want["seed"]
   tasks = [kernels_pallas.get_task(t) for t in task_ids]
   tokenizer = embedded_tokenizer.train(
       corpus.task_texts(tasks), config.model.vocab_size,
@@ -257,17 +264,17 @@ def _stage1(directory: str, config: ml_collections.ConfigDict,
   stop_id = embedded_tokenizer.stop_token_ids(tokenizer)[0]
   _LOG.info("warm start: tokenizer of %d tokens trained", len(tokenizer))
   t = time.monotonic()
-  examples = sft_data.build(tokenizer, env, task_ids, stop_id, config.seed,
+  examples = sft_data.build(tokenizer, env, task_ids, stop_id, seed,
                             config.sft.repairs_per_task)
   seconds_data = time.monotonic() - t
   kinds = collections.Counter(e.kind for e in examples)
   _LOG.info("warm start: %d examples (%s) in %.0f s", len(examples),
             ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())), seconds_data)
   cfg = embedded_model_config(config.model).replace(vocab_size=len(tokenizer))
-  graphdef, params = transformer.init(cfg, config.seed)
+  graphdef, params = transformer.init(cfg, seed)
   params = jax.tree.map(jax.numpy.asarray, params)
   sft_cfg = sft.SFTConfig(**{f: config.sft[f] for f in SFT_FIELDS},
-                          seed=config.seed)
+                          seed=seed)
   t = time.monotonic()
   params, losses = sft.train(graphdef, params, examples, sft_cfg,
                              pad_id=tokenizer.pad_token_id)
@@ -308,7 +315,7 @@ def _stage2(directory: str, config: ml_collections.ConfigDict,
   repairs, statuses = self_repair.collect(
       loaded, params, repair_env, block["task_ids"],
       RLConfig(**config.rl.to_dict()), block["self_repair_samples"],
-      seed=config.seed + SELF_REPAIR_SEED_OFFSET,
+      seed=want["seed"] + SELF_REPAIR_SEED_OFFSET,
       prompts_per_call=SELF_REPAIR_PROMPTS_PER_CALL, progress=_LOG.info)
   seconds_collect = time.monotonic() - t
   solutions = [sft_data.solution_example(tokenizer, task_id, stops[0])
@@ -320,7 +327,7 @@ def _stage2(directory: str, config: ml_collections.ConfigDict,
       steps=block["self_repair_steps"], batch_tokens=config.sft.batch_tokens,
       learning_rate=block["self_repair_learning_rate"],
       warmup_steps=config.sft.warmup_steps, seq_len=config.sft.seq_len,
-      seed=config.seed + 1)
+      seed=want["seed"] + 1)
   t = time.monotonic()
   params, losses = sft.train(graphdef, params, repairs + solutions, sft_cfg,
                              pad_id=tokenizer.pad_token_id)
@@ -364,8 +371,8 @@ def ensure(directory: str, config: ml_collections.ConfigDict,
     # Trial inputs fixed by the seed: with fresh ones every build judged the
     # same mutants with other error figures in their feedback, so two builds
     # of one config trained on different text (WORKSPACE.md, stop 32).
-    with make_env(trusted=True, input_seed=config.seed) as env:
+    seed = warm_start_seed(config)
+    with make_env(trusted=True, input_seed=seed) as env:
       make(directory, config, task_ids, env,
-           make_repair_env=lambda: make_env(trusted=False,
-                                            input_seed=config.seed))
+           make_repair_env=lambda: make_env(trusted=False, input_seed=seed))
   return load(directory, config, task_ids)

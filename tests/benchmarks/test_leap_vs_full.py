@@ -42,6 +42,12 @@ def test_fresh_workdir_removes_runs_only(tmp_path):
   assert (other / "notes.txt").exists()
 
 
+def test_warm_start_dir_per_seed_or_shared():
+  assert lvf.warm_start_dir("/ws", 0, shared=False) == "/ws"
+  assert lvf.warm_start_dir("/ws", 2, shared=False) == "/ws_seed2"
+  assert lvf.warm_start_dir("/ws", 2, shared=True) == "/ws"
+
+
 def test_saved_seed_round_trips_under_its_key_only(tmp_path):
   key = {"seed": 1, "config": "configs/leap.py:smoke", "eval_steps": [2, 4]}
   result = {"accs": {"leap": {0: 0.5, 4: 0.625}},

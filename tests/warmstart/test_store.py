@@ -61,6 +61,22 @@ def test_other_settings_are_refused_by_name(made):
     store.load(directory, _config(directory), TASKS[:1])
 
 
+def test_rl_seeds_share_a_warm_start_through_sft_seed(made):
+  """config.seed alone makes another warm start (refused by name); with
+  sft.seed fixed to the one it was made with, any RL seed loads it."""
+  directory, config, _ = made
+  assert store.warm_start_seed(config) == config.seed == 0
+  other = _config(directory)
+  other.seed = 5
+  assert store.warm_start_seed(other) == 5
+  with pytest.raises(store.WarmStartError, match="seed: 0 there, 5 now"):
+    store.load(directory, other, TASKS)
+  other.sft.seed = 0
+  assert store.warm_start_seed(other) == 0
+  cfg, _, _, _ = store.load(directory, other, TASKS)
+  assert cfg.vocab_size == config.model.vocab_size
+
+
 def test_missing_or_incomplete_is_an_error(tmp_path):
   with pytest.raises(store.WarmStartError, match="no finished warm start"):
     store.load(str(tmp_path), _config(tmp_path), TASKS)
@@ -241,3 +257,9 @@ def test_ensure_fixes_trial_inputs_by_the_seed(tmp_path, monkeypatch):
   opened.clear()
   store.ensure(str(tmp_path / "ws"), config, TASKS, _Env)
   assert opened == []
+  # sft.seed, when set, is the warm start's seed, not the RL one.
+  monkeypatch.setattr(store, "read_info", lambda directory: None)
+  config.sft.seed = 3
+  store.ensure(str(tmp_path / "ws"), config, TASKS, _Env)
+  assert opened == [{"trusted": True, "input_seed": 3},
+                    {"trusted": False, "input_seed": 3}]
