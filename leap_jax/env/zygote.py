@@ -161,7 +161,8 @@ class Child:
   def __init__(self, pid: int, pidfd: int | None):
     self.pid, self._pidfd = pid, pidfd
     self.exitcode: int | None = None
-    self._exited = threading.Event()
+    self._exited = threading.Event()   # reaped
+    self._settled = threading.Event()  # reaped and its callbacks run
     self._on_exit: list[Callable[[Child], None]] = []
     self._lock = threading.Lock()
 
@@ -169,7 +170,9 @@ class Child:
     return not self._exited.is_set()
 
   def join(self, timeout: float | None = None) -> None:
-    self._exited.wait(timeout)
+    """Returns once it is reaped and its on_exit callbacks have run (they
+    run on the zygote's reader thread after the reap)."""
+    self._settled.wait(timeout)
 
   def kill(self) -> None:
     """SIGKILL to the process, then to its process group (it called
@@ -202,8 +205,11 @@ class Child:
       if self._pidfd is not None:
         os.close(self._pidfd)
         self._pidfd = None
-    for callback in callbacks:
-      callback(self)
+    try:
+      for callback in callbacks:
+        callback(self)
+    finally:
+      self._settled.set()
 
 
 @dataclasses.dataclass

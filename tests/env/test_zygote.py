@@ -4,6 +4,7 @@ import json
 import os
 import signal
 import socket
+import threading
 import time
 
 import pytest
@@ -28,6 +29,26 @@ def _spawn(z, tmp_path):
                   dict(jail.JailConfig().__dict__), str(scratch), theirs.fileno())
   theirs.close()
   return child, ours
+
+
+def test_join_returns_after_the_exit_callbacks_ran():
+  """The reap and its callbacks happen on the zygote's reader thread: join
+  waits for both (it returned between them once, and a caller saw no exit
+  callback yet)."""
+  child = zygote.Child(pid=2**22 + 1, pidfd=None)
+  ran = []
+
+  def slow(c):
+    time.sleep(0.3)
+    ran.append(c)
+  child.on_exit(slow)
+  reaper = threading.Thread(target=child._exit, args=(-signal.SIGKILL,))
+  reaper.start()
+  while child.is_alive():  # reaped: the callback is running now
+    time.sleep(0.001)
+  child.join(10)
+  assert ran == [child] and child.exitcode == -signal.SIGKILL
+  reaper.join()
 
 
 def test_a_worker_comes_up_and_its_kill_is_reported(zyg, tmp_path):
