@@ -211,21 +211,23 @@ def _python(script: str, *args: str) -> list[str]:
 class Runner:
   """Runs one seed's warm start, training segments and evaluations."""
 
-  def __init__(self, config: str, out: str, split: str, samples: int):
+  def __init__(self, config: str, out: str, split: str, samples: int,
+               shared_warm_start: bool = False):
     self.config, self.out, self.split, self.samples = config, out, split, samples
+    # A shared warm start is seed 0's, whatever seed the RL runs take.
+    self.sft_seed = 0 if shared_warm_start else -1
     self.seconds = {"sft": 0.0, "train": 0.0, "eval": 0.0}
 
   def common(self, seed: int, sft_dir: str) -> list[str]:
-    # A shared warm start is seed 0's, whatever seed the RL runs take.
-    sft_seed = 0 if _SHARED_WARM_START.value else -1
     return [f"--config={self.config}", f"--config.seed={seed}",
-            f"--config.sft.dir={sft_dir}", f"--config.sft.seed={sft_seed}",
+            f"--config.sft.dir={sft_dir}", f"--config.sft.seed={self.sft_seed}",
             *_EXTRA.value]
 
   def key(self, seed: int, sft_dir: str, steps: list[int]) -> dict:
     """What a seed is measured with: a saved result is reused only under
     the same key."""
     return {"seed": seed, "config": self.config, "sft_dir": sft_dir,
+            "warm_start_seed": seed if self.sft_seed < 0 else self.sft_seed,
             "eval_steps": steps, "split": self.split, "samples": self.samples,
             "modes": list(_MODES.value), "extra": list(_EXTRA.value)}
 
@@ -309,7 +311,7 @@ def main(argv):
       ROOT, "runs", "leap_vs_full_quick" if quick else "leap_vs_full"))
   os.makedirs(out, exist_ok=True)
   sft_base = os.path.abspath(_SFT_DIR.value) if _SFT_DIR.value else ""
-  runner = Runner(config, out, split, samples)
+  runner = Runner(config, out, split, samples, _SHARED_WARM_START.value)
   start = time.monotonic()
   seeds, results, targets = list(range(num_seeds)), [], []
   for seed in seeds:

@@ -48,6 +48,22 @@ def test_warm_start_dir_per_seed_or_shared():
   assert lvf.warm_start_dir("/ws", 2, shared=True) == "/ws"
 
 
+def test_shared_warm_start_is_in_the_command_and_the_key(monkeypatch):
+  for name, value in (("_MODES", ["leap"]), ("_EXTRA", [])):
+    monkeypatch.setattr(lvf, name, type("Flag", (), {"value": value}))
+  own = lvf.Runner("configs/leap.py:bench", "/out", "gen:eval:48", 4)
+  shared = lvf.Runner("configs/leap.py:bench", "/out", "gen:eval:48", 4,
+                      shared_warm_start=True)
+  assert "--config.sft.seed=-1" in own.common(2, "/ws_seed2")
+  assert "--config.sft.seed=0" in shared.common(2, "/ws")
+  # The key names the warm start's resolved seed, not the directory alone:
+  # seed 0 is the same run either way, seed 2 is not.
+  assert own.key(0, "/ws", [8]) == shared.key(0, "/ws", [8])
+  assert own.key(2, "/ws", [8]) != shared.key(2, "/ws", [8])
+  assert (own.key(2, "/ws", [8])["warm_start_seed"],
+          shared.key(2, "/ws", [8])["warm_start_seed"]) == (2, 0)
+
+
 def test_saved_seed_round_trips_under_its_key_only(tmp_path):
   key = {"seed": 1, "config": "configs/leap.py:smoke", "eval_steps": [2, 4]}
   result = {"accs": {"leap": {0: 0.5, 4: 0.625}},
