@@ -54,10 +54,12 @@ sys.path.insert(0, ROOT)
 
 from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
+import ml_collections  # noqa: E402
 
 from configs import leap as leap_config  # noqa: E402
 from leap_jax import run_log  # noqa: E402
 from leap_jax.cli import fail  # noqa: E402
+from leap_jax.warmstart import store  # noqa: E402
 from leap_jax.comparison import (COMPARED, cumulative, eval_steps,  # noqa: E402
                                  summarize, text_table)
 
@@ -227,7 +229,8 @@ class Runner:
     """What a seed is measured with: a saved result is reused only under
     the same key."""
     return {"seed": seed, "config": self.config, "sft_dir": sft_dir,
-            "warm_start_seed": seed if self.sft_seed < 0 else self.sft_seed,
+            "warm_start_seed": store.warm_start_seed(ml_collections.ConfigDict(
+                {"seed": seed, "sft": {"seed": self.sft_seed}})),
             "eval_steps": steps, "split": self.split, "samples": self.samples,
             "modes": list(_MODES.value), "extra": list(_EXTRA.value)}
 
