@@ -27,8 +27,10 @@ accuracies are swapped at random while each keeps its own clock; null_p is
 the share of swaps whose ratio is at least the observed one.
 
 Each finished seed is saved (OUT/seed<s>/seed.json, with what it was
-measured with); a rerun with the same settings reads it back instead of
-training again, so a crash or ^C in a later seed loses only that seed.
+measured with: the flags and a digest of the variant's resolved defaults,
+so a changed default is a new measurement); a rerun with the same settings
+reads it back instead of training again, so a crash or ^C in a later seed
+loses only that seed.
 
   python benchmarks/leap_vs_full.py [--seeds=3] [--steps=16] [--eval_every=4]
       [--eval_split=gen:eval:48] [--eval_samples=4] [--target=-1] [--target_margin=0.05]
@@ -42,6 +44,7 @@ activated_groups_mean, null_p, and the per-seed details), also saved to
 OUT/leap_vs_full.json.
 """
 
+import hashlib
 import json
 import os
 import shutil
@@ -183,13 +186,18 @@ def save_seed(base: str, key: dict, result: dict, seconds: dict) -> None:
 
 
 def load_seed(base: str, key: dict) -> tuple[dict, dict] | None:
-  """(result, seconds) of a seed finished under the same key, else None."""
+  """(result, seconds) of a seed finished under the same key, else None
+  (saying which settings differ)."""
   path = os.path.join(base, SEED_FILE)
   if not os.path.exists(path):
     return None
   with open(path) as f:
     saved = json.load(f)
   if saved.get("key") != key:
+    old = saved.get("key") or {}
+    differ = sorted(k for k in {*old, *key} if old.get(k) != key.get(k))
+    print(f"{path} was measured with other settings ({', '.join(differ)}); "
+          "measuring again", file=sys.stderr)
     return None
   result = saved["result"]
   return ({**result, "accs": _int_keys(result["accs"]),
@@ -199,6 +207,19 @@ def load_seed(base: str, key: dict) -> tuple[dict, dict] | None:
 def last_json(log_path: str) -> dict:
   with open(log_path) as f:
     return json.loads(f.read().strip().splitlines()[-1])
+
+
+def defaults_digest(config: ml_collections.ConfigDict) -> str:
+  """A short hash of a variant's resolved config: what a saved seed's flags
+  leave to the code's defaults."""
+  text = config.to_json_best_effort(sort_keys=True)
+  return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def describe_split(split: str) -> str:
+  """A split as printed: a list of task ids by its size and first id."""
+  ids = split.split(",")
+  return split if len(ids) < 3 else f"{len(ids)} listed ({ids[0]}, ...)"
 
 
 def warm_start_dir(base: str, seed: int, shared: bool) -> str:
@@ -214,8 +235,9 @@ class Runner:
   """Runs one seed's warm start, training segments and evaluations."""
 
   def __init__(self, config: str, out: str, split: str, samples: int,
-               shared_warm_start: bool = False):
+               shared_warm_start: bool = False, defaults: str = ""):
     self.config, self.out, self.split, self.samples = config, out, split, samples
+    self.defaults = defaults  # defaults_digest of the variant
     # A shared warm start is seed 0's, whatever seed the RL runs take.
     self.sft_seed = 0 if shared_warm_start else -1
     self.seconds = {"sft": 0.0, "train": 0.0, "eval": 0.0}
@@ -228,7 +250,8 @@ class Runner:
   def key(self, seed: int, sft_dir: str, steps: list[int]) -> dict:
     """What a seed is measured with: a saved result is reused only under
     the same key."""
-    return {"seed": seed, "config": self.config, "sft_dir": sft_dir,
+    return {"seed": seed, "config": self.config, "defaults": self.defaults,
+            "sft_dir": sft_dir,
             "warm_start_seed": store.warm_start_seed(ml_collections.ConfigDict(
                 {"seed": seed, "sft": {"seed": self.sft_seed}})),
             "eval_steps": steps, "split": self.split, "samples": self.samples,
@@ -314,7 +337,8 @@ def main(argv):
       ROOT, "runs", "leap_vs_full_quick" if quick else "leap_vs_full"))
   os.makedirs(out, exist_ok=True)
   sft_base = os.path.abspath(_SFT_DIR.value) if _SFT_DIR.value else ""
-  runner = Runner(config, out, split, samples, _SHARED_WARM_START.value)
+  runner = Runner(config, out, split, samples, _SHARED_WARM_START.value,
+                  defaults_digest(defaults))
   start = time.monotonic()
   seeds, results, targets = list(range(num_seeds)), [], []
   for seed in seeds:
@@ -341,7 +365,7 @@ def main(argv):
       "process_s": runner.seconds, "seconds": time.monotonic() - start})
   fmt = lambda v: "none" if v is None else f"{v:.3f}"
   print(f"{config}, {num_seeds} seeds x {steps} steps, Acc@{turns} on "
-        f"{split} tasks at steps {result['eval_steps']} ({samples} samples, "
+        f"{describe_split(split)} tasks at steps {result['eval_steps']} ({samples} samples, "
         f"unpruned); {os.cpu_count()} CPU cores")
   print(text_table(rows))
   print(f"wall clock full / leap to the target: mean "

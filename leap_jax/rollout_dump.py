@@ -172,3 +172,15 @@ def summary_line(step: int, step_rows: list[dict[str, Any]],
   tasks = len({r["task"] for r in step_rows})
   return (f"step {step}: {len(step_rows)} turns of {tasks} task(s) "
           f"({statuses}); showing {shown}")
+
+
+def first_turn_tally(step_rows: list[dict[str, Any]]
+                     ) -> dict[str, tuple[int, int]]:
+  """task -> (turn-1 answers judged ok, turn-1 answers), over the rows of
+  any number of steps."""
+  tally: dict[str, tuple[int, int]] = {}
+  for r in step_rows:
+    if r["turn"] == 1:
+      ok, n = tally.get(r["task"], (0, 0))
+      tally[r["task"]] = (ok + (r["status"] == "ok"), n + 1)
+  return tally

@@ -103,3 +103,17 @@ def test_is_cut():
   assert rollout_dump.is_cut([1, 1, 1], 3, {STOP})
   assert not rollout_dump.is_cut([1, 1, STOP], 3, {STOP})
   assert not rollout_dump.is_cut([1, 1], 3, {STOP})
+
+
+def test_first_turn_tally_counts_turn_one_per_task():
+  ro = _rollout()
+  nan = np.full((2, 2, 2), NAN)
+  rows = rollout_dump.rows(ro, nan, nan, step=1, max_new_tokens=4,
+                           stop_token_ids={STOP})
+  # p0: g0 ok at turn 1, g1 a syntax error (its turn-2 ok does not count);
+  # p1: both wrong. A second step's rows add to the same tallies.
+  assert rollout_dump.first_turn_tally(rows) == {
+      "level1/relu": (1, 2), "level2/x": (0, 2)}
+  assert rollout_dump.first_turn_tally(rows + rows) == {
+      "level1/relu": (2, 4), "level2/x": (0, 4)}
+  assert rollout_dump.first_turn_tally([]) == {}

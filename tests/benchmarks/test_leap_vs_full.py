@@ -64,7 +64,27 @@ def test_shared_warm_start_is_in_the_command_and_the_key(monkeypatch):
           shared.key(2, "/ws", [8])["warm_start_seed"]) == (2, 0)
 
 
-def test_saved_seed_round_trips_under_its_key_only(tmp_path):
+def test_a_changed_default_is_a_new_key(monkeypatch):
+  for name, value in (("_MODES", ["leap"]), ("_EXTRA", [])):
+    monkeypatch.setattr(lvf, name, type("Flag", (), {"value": value}))
+  config = lvf.leap_config.get_config("bench")
+  digest = lvf.defaults_digest(config)
+  assert digest == lvf.defaults_digest(lvf.leap_config.get_config("bench"))
+  config.rl.negative_weight = 1.0 - config.rl.negative_weight
+  changed = lvf.defaults_digest(config)
+  assert changed != digest
+  keys = [lvf.Runner("configs/leap.py:bench", "/out", "gen:eval:48", 4,
+                     defaults=d).key(0, "/ws", [8]) for d in (digest, changed)]
+  assert keys[0]["defaults"] == digest and keys[0] != keys[1]
+
+
+def test_describe_split_names_a_list_by_its_size():
+  assert lvf.describe_split("gen:eval:48") == "gen:eval:48"
+  assert lvf.describe_split("a/x,b/y") == "a/x,b/y"
+  assert lvf.describe_split("a/x,b/y,c/z") == "3 listed (a/x, ...)"
+
+
+def test_saved_seed_round_trips_under_its_key_only(tmp_path, capsys):
   key = {"seed": 1, "config": "configs/leap.py:smoke", "eval_steps": [2, 4]}
   result = {"accs": {"leap": {0: 0.5, 4: 0.625}},
             "totals": {"leap": {"wall_s": {0: 0.0, 4: 12.5}}},
@@ -73,6 +93,7 @@ def test_saved_seed_round_trips_under_its_key_only(tmp_path):
   assert lvf.load_seed(str(tmp_path), key) == (result, {"train": 3.0})
   # Other settings (another --extra, more steps) measure something else.
   assert lvf.load_seed(str(tmp_path), {**key, "eval_steps": [2]}) is None
+  assert "other settings (eval_steps)" in capsys.readouterr().err
   assert lvf.load_seed(str(tmp_path / "none"), key) is None
   assert not list(tmp_path.glob("*.tmp"))
 

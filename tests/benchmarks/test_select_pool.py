@@ -1,0 +1,66 @@
+"""benchmarks/select_pool.py: the share rule by hand, then the script on
+dumps written by rollout_dump."""
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+from absl import flags
+
+from leap_jax import rollout_dump
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, "benchmarks", "select_pool.py")
+
+
+def _load():
+  before = set(flags.FLAGS)
+  spec = importlib.util.spec_from_file_location("select_pool_under_test", SCRIPT)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  for name in set(flags.FLAGS) - before:
+    delattr(flags.FLAGS, name)
+  return module
+
+
+select_pool = _load()
+
+
+def test_select_keeps_shares_in_range_inclusive():
+  tally = {"a": (2, 8), "b": (6, 8), "c": (1, 8), "d": (7, 8), "e": (0, 0),
+           "f": (4, 16)}
+  assert select_pool.select(tally, 0.25, 0.75) == ["a", "b", "f"]
+  assert select_pool.select(tally, 0.0, 0.125) == ["c"]
+
+
+def test_family_of_generated_and_suite_ids():
+  assert select_pool.family("gen/ew_chain/add_y/64x128") == "gen/ew_chain"
+  assert select_pool.family("level1/relu") == "level1"
+
+
+def _row(task, turn, status):
+  return {"step": 1, "task": task, "p": 0, "g": 0, "turn": turn,
+          "status": status}
+
+
+def test_script_reads_every_step(tmp_path):
+  # t1: 1 of 2 ok over two steps; t2: 0 of 2 (its turn-2 ok is no help).
+  rollout_dump.write(tmp_path, 1, [_row("gen/ew_chain/x/8x8", 1, "ok"),
+                                   _row("gen/row_reduce/y/8x8", 1, "wrong_output"),
+                                   _row("gen/row_reduce/y/8x8", 2, "ok")])
+  rollout_dump.write(tmp_path, 2, [_row("gen/ew_chain/x/8x8", 1, "syntax_error"),
+                                   _row("gen/row_reduce/y/8x8", 1, "wrong_output")])
+  out = subprocess.run([sys.executable, SCRIPT, f"--workdir={tmp_path}"],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+  assert out.returncode == 0, out.stderr
+  assert out.stdout.strip() == "gen/ew_chain/x/8x8"
+  assert "1 of 2 tasks" in out.stderr and "gen/row_reduce 0 of 1" in out.stderr
+  empty = subprocess.run([sys.executable, SCRIPT, f"--workdir={tmp_path}",
+                          "--min_share=0.7", "--max_share=0.9"], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT)
+  assert empty.returncode != 0 and "no task in that range" in empty.stderr
+  none = subprocess.run([sys.executable, SCRIPT,
+                         f"--workdir={tmp_path / 'nothing'}"],
+                        capture_output=True, text=True, timeout=120, cwd=ROOT)
+  assert none.returncode != 0 and "no rollout dumps" in none.stderr
