@@ -38,7 +38,9 @@ loses only that seed.
       [--extra=--config.X=Y ...]
   python benchmarks/leap_vs_full.py --quick   # smoke config, 2 seeds x 2 steps
 
-Last stdout line: one JSON object (seeds, wallclock_ratio_mean,
+Last stdout line: one JSON object (seeds, reached (seeds in which each
+mode reached the target), ratio_seeds (those the means are over: a seed
+where only leap misses it has no ratio), wallclock_ratio_mean,
 wallclock_ratio_ci_low, env_calls_ratio_mean, acc_gap_mean,
 activated_groups_mean, null_p, and the per-seed details), also saved to
 OUT/leap_vs_full.json.
@@ -368,6 +370,10 @@ def main(argv):
         f"{describe_split(split)} tasks at steps {result['eval_steps']} ({samples} samples, "
         f"unpruned); {os.cpu_count()} CPU cores")
   print(text_table(rows))
+  reached = result["reached"]
+  print(f"target reached by leap in {reached['leap']} of {num_seeds} seeds, "
+        f"by multiturn_full in {reached['multiturn_full']}; ratios over the "
+        f"{result['ratio_seeds']} seed(s) where leap reached it")
   print(f"wall clock full / leap to the target: mean "
         f"{fmt(result['wallclock_ratio_mean'])} (95% paired bootstrap "
         f"{fmt(result['wallclock_ratio_ci_low'])}.."

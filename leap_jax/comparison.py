@@ -136,6 +136,11 @@ def summarize(seeds: list[int], accs_by_seed: list[dict],
   observed = mean_or_none(walls)
   return {
       "seeds": len(seeds), "seed_ids": seeds, "targets": targets,
+      # The means are over the seeds with a ratio: a seed where only leap
+      # missed the target has none, so these counts go beside them.
+      "reached": {m: sum(not s["reach"][m]["censored"] for s in per_seed)
+                  for m in COMPARED},
+      "ratio_seeds": sum(w is not None for w in walls),
       "wallclock_ratio_mean": observed, "wallclock_ratio_ci_low": low,
       "wallclock_ratio_ci_high": high,
       "env_calls_ratio_mean": mean_or_none(s["env_calls_ratio"]
@@ -152,10 +157,11 @@ def summarize(seeds: list[int], accs_by_seed: list[dict],
 
 
 def text_table(rows: list[dict]) -> str:
-  """Fixed-width columns; None prints as '-'."""
+  """Fixed-width columns, every key of any row in first-seen order; None
+  or a missing key prints as '-'."""
   if not rows:
     return "(no rows)"
-  headers = list(rows[0])
+  headers = list(dict.fromkeys(h for r in rows for h in r))
   cells = [["-" if r.get(h) is None else str(r.get(h)) for h in headers]
            for r in rows]
   widths = [max(len(h), *(len(c[i]) for c in cells))

@@ -105,3 +105,23 @@ def test_summarize_by_hand():
   assert out["acc_gap_mean"] == pytest.approx(((.2 - .3) + (.35 - .25)) / 2)
   assert out["activated_groups_mean"] == pytest.approx(0.5)
   assert 0 < out["null_p"] <= 1
+  assert out["reached"] == {"leap": 2, "multiturn_full": 2}
+  assert out["ratio_seeds"] == 2
+  # A third seed where only leap misses the target: no ratio (the mean
+  # stays 3, over 2 of 3 seeds), and the counts say so.
+  a3, t3 = _seed({0: .1, 4: .15, 8: .15}, {0: .1, 4: .25, 8: .3})
+  out = comparison.summarize([0, 1, 2], [a1, a2, a3], [t1, t2, t3],
+                             [0.2] * 3, [0.5], 500)
+  assert out["wallclock_ratio_mean"] == pytest.approx(3.0)
+  assert out["reached"] == {"leap": 2, "multiturn_full": 3}
+  assert out["ratio_seeds"] == 2
+
+
+def test_text_table_has_every_rows_columns():
+  # leap_vs_full's first row (the frozen control) lacks the modes' columns.
+  table = comparison.text_table([{"run": "frozen", "acc": 0.5},
+                                 {"run": "leap", "acc": None, "step": 8}])
+  assert table.splitlines() == ["   run  acc  step",
+                                "frozen  0.5     -",
+                                "  leap    -     8"]
+  assert comparison.text_table([]) == "(no rows)"

@@ -110,7 +110,8 @@ def test_quick_end_to_end(tmp_path):
   assert out.returncode == 0, out.stderr[-3000:]
   lines = out.stdout.strip().splitlines()
   result = json.loads(lines[-1])
-  for key in ("seeds", "wallclock_ratio_mean", "wallclock_ratio_ci_low",
+  for key in ("seeds", "reached", "ratio_seeds", "wallclock_ratio_mean",
+              "wallclock_ratio_ci_low",
               "env_calls_ratio_mean", "acc_gap_mean", "activated_groups_mean",
               "null_p"):
     assert key in result, key
