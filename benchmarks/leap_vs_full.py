@@ -367,8 +367,8 @@ def main(argv):
       "process_s": runner.seconds, "seconds": time.monotonic() - start})
   fmt = lambda v: "none" if v is None else f"{v:.3f}"
   print(f"{config}, {num_seeds} seeds x {steps} steps, Acc@{turns} on "
-        f"{describe_split(split)} tasks at steps {result['eval_steps']} ({samples} samples, "
-        f"unpruned); {os.cpu_count()} CPU cores")
+        f"{describe_split(split)} tasks at steps {result['eval_steps']} "
+        f"({samples} samples, unpruned); {os.cpu_count()} CPU cores")
   print(text_table(rows))
   reached = result["reached"]
   print(f"target reached by leap in {reached['leap']} of {num_seeds} seeds, "
