@@ -1,32 +1,19 @@
 """benchmarks/leap_vs_full.py: one --quick run end to end (its statistics
 are tested by hand in tests/test_comparison.py)."""
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 
 import pytest
-from absl import flags
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCRIPT = os.path.join(ROOT, "benchmarks", "leap_vs_full.py")
+from tests.benchmarks import scripts
 
+ROOT = scripts.ROOT
+SCRIPT = scripts.path("leap_vs_full")
 
-def _load():
-  # Not a package; its absl flags (--quick, ...) are dropped again after
-  # loading so other benchmark scripts loaded in this session can define theirs.
-  before = set(flags.FLAGS)
-  spec = importlib.util.spec_from_file_location("leap_vs_full_under_test", SCRIPT)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  for name in set(flags.FLAGS) - before:
-    delattr(flags.FLAGS, name)
-  return module
-
-
-lvf = _load()
+lvf = scripts.load("leap_vs_full")
 
 
 def test_fresh_workdir_removes_runs_only(tmp_path):

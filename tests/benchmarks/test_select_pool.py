@@ -1,30 +1,17 @@
 """benchmarks/select_pool.py: the share rule by hand, then the script on
 dumps written by rollout_dump."""
 
-import importlib.util
 import os
 import subprocess
 import sys
 
-from absl import flags
-
 from leap_jax import rollout_dump
+from tests.benchmarks import scripts
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCRIPT = os.path.join(ROOT, "benchmarks", "select_pool.py")
+ROOT = scripts.ROOT
+SCRIPT = scripts.path("select_pool")
 
-
-def _load():
-  before = set(flags.FLAGS)
-  spec = importlib.util.spec_from_file_location("select_pool_under_test", SCRIPT)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  for name in set(flags.FLAGS) - before:
-    delattr(flags.FLAGS, name)
-  return module
-
-
-select_pool = _load()
+select_pool = scripts.load("select_pool")
 
 
 def test_select_keeps_shares_in_range_inclusive():
