@@ -51,3 +51,19 @@ def test_script_reads_every_step(tmp_path):
                          f"--workdir={tmp_path / 'nothing'}"],
                         capture_output=True, text=True, timeout=120, cwd=ROOT)
   assert none.returncode != 0 and "no rollout dumps" in none.stderr
+
+
+def test_loads_beside_a_script_that_kept_its_flags():
+  # gpu_check's test keeps its flags (a --workdir among them) for the session.
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  fv_had = "workdir" in flags.FLAGS
+  if not fv_had:
+    flags.DEFINE_string("workdir", "kept", "held by another module")
+  kept = flags.FLAGS["workdir"]
+  try:
+    assert "workdir" in scripts.defined_flags(open(SCRIPT).read())
+    assert scripts.load("select_pool").select({"a": (1, 2)}, 0, 1) == ["a"]
+    assert flags.FLAGS["workdir"] is kept
+  finally:
+    if not fv_had:
+      delattr(flags.FLAGS, "workdir")
