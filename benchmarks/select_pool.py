@@ -12,6 +12,7 @@ pool (comma-separated ids, sorted) goes to stdout, or --out; feed it to
 (WORKSPACE.md, "The testbed"). Per-family counts go to stderr.
 """
 
+import collections
 import os
 import sys
 
@@ -21,6 +22,7 @@ from absl import app, flags  # noqa: E402
 
 from leap_jax import rollout_dump  # noqa: E402
 from leap_jax.cli import fail  # noqa: E402
+from leap_jax.evaluation import level_of  # noqa: E402
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "A training run's directory "
                                "(its rollouts/step_N.jsonl.gz).")
@@ -38,12 +40,6 @@ def select(tally: dict[str, tuple[int, int]], min_share: float,
                 if n and min_share <= ok / n <= max_share)
 
 
-def family(task: str) -> str:
-  """gen/ew_chain/add_y/64x128 -> gen/ew_chain; level1/relu -> level1."""
-  parts = task.split("/")
-  return "/".join(parts[:2] if parts[0] == "gen" else parts[:1])
-
-
 def main(argv):
   if len(argv) > 1:
     fail("select_pool", f"unexpected arguments: {argv[1:]}")
@@ -58,9 +54,9 @@ def main(argv):
   rows = [r for s in steps for r in rollout_dump.read(_WORKDIR.value, s)]
   tally = rollout_dump.first_turn_tally(rows)
   pool = select(tally, _MIN.value, _MAX.value)
-  families = sorted({family(t) for t in tally})
-  counts = ", ".join(f"{f} {sum(family(t) == f for t in pool)} of "
-                     f"{sum(family(t) == f for t in tally)}" for f in families)
+  kept = collections.Counter(map(level_of, pool))
+  counts = ", ".join(f"{family} {kept[family]} of {n}" for family, n in
+                     sorted(collections.Counter(map(level_of, tally)).items()))
   print(f"{len(pool)} of {len(tally)} tasks with turn-1 ok share in "
         f"[{_MIN.value}, {_MAX.value}] over steps {steps[0]}-{steps[-1]}: "
         f"{counts}", file=sys.stderr)

@@ -25,9 +25,9 @@ def defined_flags(source: str) -> set[str]:
 
 def load(name: str):
   """benchmarks/<name>.py as a module. Its absl flags are dropped again, and
-  a flag of the same name that another module (a script loaded with its
-  flags kept, such as gpu_check) holds in this session is set aside while it
-  loads and put back after."""
+  a flag of the same name that another module holds in this session (a
+  launch/ script's --workdir, say) is set aside while it loads and put back
+  after."""
   with open(path(name)) as f:
     names = defined_flags(f.read())
   held = {n: flags.FLAGS[n] for n in names if n in flags.FLAGS}

@@ -2,7 +2,6 @@
 helpers on hand-made results. The GPU phases themselves run only on a GPU host."""
 
 import importlib.metadata
-import importlib.util
 import json
 import os
 import subprocess
@@ -10,21 +9,12 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCRIPT = os.path.join(ROOT, "benchmarks", "gpu_check.py")
+from tests.benchmarks import scripts
 
+ROOT = scripts.ROOT
+SCRIPT = scripts.path("gpu_check")
 
-def _load():
-  # benchmarks/ is not a package; the module defines absl flags, so load once.
-  if "gpu_check_under_test" not in sys.modules:
-    spec = importlib.util.spec_from_file_location("gpu_check_under_test", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    sys.modules["gpu_check_under_test"] = module
-  return sys.modules["gpu_check_under_test"]
-
-
-gc = _load()
+gc = scripts.load("gpu_check")
 
 
 def _run(env_update, *args):

@@ -21,11 +21,6 @@ def test_select_keeps_shares_in_range_inclusive():
   assert select_pool.select(tally, 0.0, 0.125) == ["c"]
 
 
-def test_family_of_generated_and_suite_ids():
-  assert select_pool.family("gen/ew_chain/add_y/64x128") == "gen/ew_chain"
-  assert select_pool.family("level1/relu") == "level1"
-
-
 def _row(task, turn, status):
   return {"step": 1, "task": task, "p": 0, "g": 0, "turn": turn,
           "status": status}
@@ -44,8 +39,8 @@ def test_script_reads_every_step(tmp_path):
   assert out.stdout.strip() == "gen/ew_chain/x/8x8"
   assert "1 of 2 tasks" in out.stderr and "gen/row_reduce 0 of 1" in out.stderr
   empty = subprocess.run([sys.executable, SCRIPT, f"--workdir={tmp_path}",
-                          "--min_share=0.7", "--max_share=0.9"], capture_output=True, text=True,
-                         timeout=120, cwd=ROOT)
+                          "--min_share=0.7", "--max_share=0.9"],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
   assert empty.returncode != 0 and "no task in that range" in empty.stderr
   none = subprocess.run([sys.executable, SCRIPT,
                          f"--workdir={tmp_path / 'nothing'}"],
@@ -54,7 +49,7 @@ def test_script_reads_every_step(tmp_path):
 
 
 def test_loads_beside_a_script_that_kept_its_flags():
-  # gpu_check's test keeps its flags (a --workdir among them) for the session.
+  # Another module may hold a --workdir flag for the session.
   from absl import flags  # pylint: disable=g-import-not-at-top
   fv_had = "workdir" in flags.FLAGS
   if not fv_had:
