@@ -257,13 +257,18 @@ class Runner:
             "warm_start_seed": store.warm_start_seed(ml_collections.ConfigDict(
                 {"seed": seed, "sft": {"seed": self.sft_seed}})),
             "eval_steps": steps, "split": self.split, "samples": self.samples,
+            # Every evaluation of the seed judges on the same trial inputs,
+            # so one checkpoint's Acc@2+ repeats (stop 37; before, turn 2
+            # read feedback on fresh inputs: the frozen control moved by up
+            # to 4 of 128 trajectories between runs).
+            "eval_input_seed": seed,
             "modes": list(_MODES.value), "extra": list(_EXTRA.value)}
 
-  def evaluate(self, workdir: str, step: int, log: str) -> dict:
+  def evaluate(self, workdir: str, step: int, log: str, seed: int) -> dict:
     self.seconds["eval"] += run_logged(_python(
         "launch/evaluate.py", f"--workdir={workdir}", f"--step={step}",
         f"--split={self.split}", f"--num_samples={self.samples}",
-        "--notiming", "--json"), log)
+        f"--input_seed={seed}", "--notiming", "--json"), log)
     return last_json(log)
 
   def seed(self, seed: int, sft_dir: str, steps: list[int]) -> dict:
@@ -305,11 +310,11 @@ class Runner:
           # The frozen control: step 0 is the warm start every mode starts
           # from, evaluated with the same tasks and seed; it alone sets the
           # target.
-          result = self.evaluate(workdir, 0, log + ".eval")
+          result = self.evaluate(workdir, 0, log + ".eval", seed)
           turns, frozen = result["turns"], result[f"acc@{result['turns']}"]
         accs[mode].setdefault(0, frozen)
-        accs[mode][step] = self.evaluate(workdir, step, log + ".eval")[
-            f"acc@{turns}"]
+        accs[mode][step] = self.evaluate(workdir, step, log + ".eval",
+                                         seed)[f"acc@{turns}"]
       rows = run_log.read_metrics(workdir)[:steps[-1]]
       first = {1, *(s + 1 for s in steps[:-1])}
       totals[mode] = cumulative(rows, first)
@@ -373,7 +378,9 @@ def main(argv):
   reached = result["reached"]
   print(f"target reached by leap in {reached['leap']} of {num_seeds} seeds, "
         f"by multiturn_full in {reached['multiturn_full']}; ratios over the "
-        f"{result['ratio_seeds']} seed(s) where leap reached it")
+        f"{result['ratio_seeds']} seed(s) where leap reached it; per seed "
+        f"{', '.join(r or 'none' for r in result['wallclock_ratio_per_seed'])}"
+        " ('<=': leap censored, '>=': full censored)")
   print(f"wall clock full / leap to the target: mean "
         f"{fmt(result['wallclock_ratio_mean'])} (95% paired bootstrap "
         f"{fmt(result['wallclock_ratio_ci_low'])}.."

@@ -81,12 +81,18 @@ def rl_config(variant: str) -> ml_collections.ConfigDict:
   if variant in ("", "testbed", "bench", "smoke"):
     # The embedded policy: short answers and prompts.
     rl.update(max_new_tokens=512, max_prompt_tokens=512, max_seq_len=1024)
-    # It (0.7M params, memorised solutions) fails mostly by slips of
-    # low-probability tokens; negative advantages on those made it fall
-    # apart in every setting tried, while positive ones, four clipped passes
-    # per rollout, sharpen it (WORKSPACE.md, "The embedded default"). Real
-    # checkpoints keep plain GRPO.
-    rl.update(learning_rate=3e-4, negative_weight=0.0, epochs=4)
+    # LEAP's objective, negatives kept, with a ceiling: this policy (0.7M
+    # params) fails by slips, and plain negatives on the confident text
+    # after a slip wrecked it (WORKSPACE.md, "The embedded default"); A < 0
+    # tokens it sampled above 0.5 carry no gradient. Measured (seeds 0-2):
+    # on level 1, lr 1e-4 and 4 clipped passes per rollout are where
+    # positive-only and frozen are (none learns there); on the testbed's
+    # pool, 1 pass at 3e-4 learns, and there leap keeps up with
+    # multiturn_full per step. Positive-only (rl.negative_weight=0) stays
+    # an ablation. Real checkpoints keep plain GRPO.
+    rl.update(negative_max_prob=0.5, learning_rate=1e-4, epochs=4)
+    if variant in ("testbed", "bench"):
+      rl.update(learning_rate=3e-4, epochs=1)
     # Sampled at 1.0 its answers slip often (its warm start, 400 steps at
     # the longer prompt contract, ends at 0.04 nats/token): 27% of turn-1
     # samples on the training tasks were the exact solution at 1.0, 60% at

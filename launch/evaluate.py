@@ -1,13 +1,16 @@
 """Multi-turn evaluation of a training run's checkpoint.
 
   python launch/evaluate.py --workdir=DIR [--step=N] [--split=eval] [--json]
+                             [--input_seed=S]
 
 Loads the run's config from the checkpoint and its parameters alone (not
 the optimizer state), samples num_samples trajectories of up to T turns
 per task of the split, and prints Acc@1..T, turns_per_pass, fast_p
 (p = 1.0, 1.2, 1.5, 2.0) overall and per level. Step 0 is the policy the
 run started from (the warm start). With --json the last stdout line is one
-JSON object.
+JSON object. --input_seed fixes each task's trial inputs, so that two
+evaluations of one checkpoint give the same verdicts and the same feedback,
+turn 2 and 3 included (sampling is already seeded by the run's seed).
 """
 
 import functools
@@ -32,6 +35,9 @@ _TIMING = flags.DEFINE_bool(
     "timing", True, "Time correct kernels for fast_p (on a CPU host this "
     "times the Pallas interpreter).")
 _JSON = flags.DEFINE_bool("json", False, "Print one JSON object last.")
+_INPUT_SEED = flags.DEFINE_integer(
+    "input_seed", -1, "Fix each task's trial inputs by this seed (and the task "
+    "id); < 0: fresh secret inputs on every call, as in training.")
 
 
 def main(argv):
@@ -66,7 +72,8 @@ def main(argv):
         tasks = task_stream.eval_tasks("eval", train_spec=config.train_tasks)
       else:
         tasks = kernels_pallas.resolve_tasks(_SPLIT.value)
-      with trainer.make_env(config) as env:
+      input_seed = _INPUT_SEED.value if _INPUT_SEED.value >= 0 else None
+      with trainer.make_env(config, input_seed=input_seed) as env:
         interpret = env.interpret
         policy = policy_lib.load(config, train_tasks,
                                  functools.partial(trainer.make_env, config))
@@ -87,7 +94,8 @@ def main(argv):
         f"x up to {result['turns']} turns, {result['seconds']:.0f} s{note})")
   if _JSON.value:
     print(json.dumps(run_log.json_safe(
-        {"step": step, "split": _SPLIT.value, **result})))
+        {"step": step, "split": _SPLIT.value, "input_seed": input_seed,
+         **result})))
 
 
 if __name__ == "__main__":

@@ -65,6 +65,18 @@ def ratio(full: dict, leap: dict, axis: str) -> float | None:
   return full[axis] / leap[axis]
 
 
+def ratio_bound(full: dict, leap: dict, axis: str) -> str | None:
+  """full / leap on one axis as a seed's row prints it: exact when both
+  reached the target, '>=' when only full is censored, '<=' when only leap
+  is (its total at the last step is a lower bound on its own, so the ratio
+  is at most this; `ratio` leaves such a seed out of the mean); None when
+  neither reached it."""
+  if (full["censored"] and leap["censored"]) or not leap[axis]:
+    return None
+  sign = "<=" if leap["censored"] else ">=" if full["censored"] else ""
+  return f"{sign}{full[axis] / leap[axis]:.3f}"
+
+
 def seed_ratios(accs: dict[str, dict[int, float]], totals: dict[str, dict],
                 target: float) -> dict:
   """One seed: each compared mode at the target, and full / leap per axis."""
@@ -141,6 +153,10 @@ def summarize(seeds: list[int], accs_by_seed: list[dict],
       "reached": {m: sum(not s["reach"][m]["censored"] for s in per_seed)
                   for m in COMPARED},
       "ratio_seeds": sum(w is not None for w in walls),
+      # Every seed's ratio or its bound, the seeds left out of the mean too.
+      "wallclock_ratio_per_seed": [
+          ratio_bound(s["reach"]["multiturn_full"], s["reach"]["leap"],
+                      "wall_s") for s in per_seed],
       "wallclock_ratio_mean": observed, "wallclock_ratio_ci_low": low,
       "wallclock_ratio_ci_high": high,
       "env_calls_ratio_mean": mean_or_none(s["env_calls_ratio"]

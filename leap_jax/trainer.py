@@ -90,7 +90,8 @@ def check_config(config: ml_collections.ConfigDict) -> None:
 def make_env(config: ml_collections.ConfigDict, trusted: bool = False,
              input_seed: int | None = None):
   """The kernel environment; `trusted` reuses workers (warm-start mutants);
-  input_seed fixes each task's trial inputs (warm-start builds only)."""
+  input_seed fixes each task's trial inputs (warm-start builds and
+  launch/evaluate.py --input_seed; never RL, which learns from them)."""
   return environment.KernelEnv(settings.env_config_from(
       config.env, jobs_per_worker=64 if trusted else 1, input_seed=input_seed))
 

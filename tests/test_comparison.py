@@ -59,6 +59,10 @@ def test_seed_ratio_by_hand():
   out = comparison.seed_ratios(accs, totals, 0.2)
   assert out["reach"]["multiturn_full"]["censored"]
   assert out["wall_s_ratio"] == pytest.approx(4.0)
+  full, leap = out["reach"]["multiturn_full"], out["reach"]["leap"]
+  assert comparison.ratio_bound(full, leap, "wall_s") == ">=4.000"
+  assert comparison.ratio_bound(leap, leap, "wall_s") == "1.000"
+  assert comparison.ratio_bound(full, full, "wall_s") is None  # neither
   # Neither, or only leap, never gets there: no ratio.
   accs, totals = _seed({0: .1, 4: .1, 8: .1}, {0: .1, 4: .1, 8: .1})
   assert comparison.seed_ratios(accs, totals, 0.2)["wall_s_ratio"] is None
@@ -115,6 +119,9 @@ def test_summarize_by_hand():
   assert out["wallclock_ratio_mean"] == pytest.approx(3.0)
   assert out["reached"] == {"leap": 2, "multiturn_full": 3}
   assert out["ratio_seeds"] == 2
+  # ... but the left-out seed still shows its bound: full reached .2 at
+  # step 4 (80 s), leap had spent 80 s by step 8 without reaching it.
+  assert out["wallclock_ratio_per_seed"] == ["4.000", "2.000", "<=1.000"]
 
 
 def test_text_table_has_every_rows_columns():

@@ -3,8 +3,11 @@
 Screening and judging happen here, in the trusted process; candidates run only
 in pool workers. Trial inputs come from fresh secret seeds on every call and
 the reference outputs never leave this process. The one exception is
-`input_seed`, for the warm start's builds alone: its judged data (error
-figures in the feedback) must not differ between two builds of one config.
+`input_seed`, where no policy adapts to the verdicts while they are made:
+the warm start's builds, whose judged data (error figures in the feedback)
+must not differ between two builds of one config, and an evaluation asked
+to repeat (`launch/evaluate.py --input_seed`), whose turns 2-3 read that
+feedback.
 """
 
 from __future__ import annotations
@@ -48,8 +51,8 @@ class EnvConfig:
   max_answer_chars: int = candidate.MAX_ANSWER_CHARS  # longer: no_code
   # None: fresh secret seeds per call (RL, evaluation). An int: a task's
   # trial inputs are the same on every call, derived from it and the task id
-  # (warm-start data builds only: nothing learns from those verdicts while
-  # they are made).
+  # (warm-start data builds, repeatable evaluations: no policy adapts to
+  # those verdicts while they are made).
   input_seed: int | None = None
 
   @property

@@ -112,6 +112,12 @@ def test_quick_end_to_end(tmp_path):
     for mode in accs:
       assert set(accs[mode]) == {"0", "2"}  # JSON keys
       assert totals[mode]["env_calls"]["2"] > 0
+  # Every evaluation of a seed judged on that seed's fixed trial inputs.
+  for seed in (0, 1):
+    with open(tmp_path / "out" / f"seed{seed}" / "leap.log.eval") as f:
+      evals = [e for e in map(json.loads, filter(
+          lambda line: line.startswith("{"), f)) if "acc@1" in e]
+    assert evals and {e["input_seed"] for e in evals} == {seed}
   # Each seed had its warm start; seed 1's sits beside seed 0's.
   assert (tmp_path / "warmstart_seed1" / "warmstart.json").exists()
   with open(tmp_path / "out" / "leap_vs_full.json") as f:

@@ -98,6 +98,18 @@ def test_kill_9_mid_run_then_resume_redoes_steps_once(warmstart, tmp_path):
     assert {"acc@1", "acc@2", "turns_per_pass", "fast_1", "fast_2",
             "levels"} <= set(result)
     assert "level1" in out.stdout.splitlines()[3]  # the per-level row
+    assert result["input_seed"] is None  # fresh secret inputs by default
+
+  # --input_seed: the same trial inputs, so two evaluations of one
+  # checkpoint repeat, turns 2+ (which read the feedback) included.
+  results = []
+  for _ in range(2):
+    out = _run("evaluate", f"--workdir={workdir}", "--step=4",
+               "--split=train", "--num_samples=2", "--input_seed=3", "--json")
+    assert out.returncode == 0, out.stderr[-3000:]
+    results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    results[-1].pop("seconds")
+  assert results[0]["input_seed"] == 3 and results[0] == results[1]
 
 
 ERRORS = [
