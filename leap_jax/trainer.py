@@ -247,11 +247,15 @@ class Trainer:
     return bool(every) and (step % every == 0 or step == self.config.num_steps)
 
   def evaluate(self, step: int) -> dict[str, Any]:
-    """The unpruned evaluation of the current params, as step metrics."""
-    result = evaluation.evaluate(
-        self.policy, self.sampler_params, self.env, self.eval_task_ids,
-        self.cfg, self.config.eval_samples, seed=self.config.seed,
-        across_processes=True)
+    """The unpruned evaluation of the current params, as step metrics.
+    Samples and trial inputs are fixed by config.seed: every evaluation of a
+    run judges the same inputs (what `launch/evaluate.py --input_seed` with
+    the run's seed repeats for a checkpoint)."""
+    with self.env.fixed_inputs(self.config.seed):
+      result = evaluation.evaluate(
+          self.policy, self.sampler_params, self.env, self.eval_task_ids,
+          self.cfg, self.config.eval_samples, seed=self.config.seed,
+          across_processes=True)
     accs = " ".join(f"acc@{t} {result[f'acc@{t}']:.2f}"
                     for t in range(1, result["turns"] + 1))
     self.print(f"eval after step {step} | {accs} | {result['tasks']} "

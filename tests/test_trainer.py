@@ -190,10 +190,19 @@ def test_missing_model_paths_and_tasks_fail_before_the_environment_starts(
   assert not started
 
 
-def test_eval_at_start_is_a_step_0_line_of_its_own(tmp):
+def test_eval_at_start_is_a_step_0_line_of_its_own(tmp, monkeypatch):
+  input_seeds = []  # the environment's, while each evaluation runs
+  real_evaluate = trainer_lib.evaluation.evaluate
+
+  def evaluate(policy, params, env, *args, **kwargs):
+    input_seeds.append(env.config.input_seed)
+    return real_evaluate(policy, params, env, *args, **kwargs)
+
+  monkeypatch.setattr(trainer_lib.evaluation, "evaluate", evaluate)
   config, workdir = smoke(tmp, "at_start", num_steps=1, eval_every=0,
                           eval_at_start=True)
   summary, lines = run(config, workdir)
+  assert input_seeds == [config.seed]  # step 0's inputs, as any step's
   rows = run_log.read_metrics(workdir)
   assert [r["step"] for r in rows] == [0, 1]
   assert set(rows[0]) == {"step", "seconds_eval"} | {

@@ -6,12 +6,13 @@ the reference outputs never leave this process. The one exception is
 `input_seed`, where no policy adapts to the verdicts while they are made:
 the warm start's builds, whose judged data (error figures in the feedback)
 must not differ between two builds of one config, and an evaluation asked
-to repeat (`launch/evaluate.py --input_seed`), whose turns 2-3 read that
-feedback.
+to repeat (`launch/evaluate.py --input_seed`, the trainer's own evaluation
+through `fixed_inputs`), whose turns 2-3 read that feedback.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import logging
@@ -125,6 +126,18 @@ class KernelEnv:
 
   def __exit__(self, *exc):
     self.close()
+
+  @contextlib.contextmanager
+  def fixed_inputs(self, seed: int):
+    """Inside, trial inputs come from `seed` as with EnvConfig.input_seed:
+    for an evaluation inside an RL run, which no policy learns from, so two
+    evaluations of it (step 0, step N) judge on the same inputs."""
+    fresh = self.config
+    self.config = dataclasses.replace(fresh, input_seed=seed)
+    try:
+      yield self
+    finally:
+      self.config = fresh
 
   @property
   def interpret(self) -> bool:

@@ -224,6 +224,23 @@ def test_input_seed_fixes_each_tasks_trial_inputs(bare_env, monkeypatch):
   assert len(keys) == 3
 
 
+def test_fixed_inputs_holds_a_seed_inside_only(bare_env):
+  """The trainer's evaluation: inputs of `input_seed=7` inside, fresh again
+  after (an error inside included), the rest of the config untouched."""
+  fresh = bare_env.config
+  with bare_env.fixed_inputs(7):
+    inside = _inputs(bare_env)
+    assert _same(inside, _inputs(bare_env))
+    assert bare_env.config == dataclasses.replace(fresh, input_seed=7)
+  assert bare_env.config is fresh
+  assert not _same(_inputs(bare_env), _inputs(bare_env))
+  with pytest.raises(RuntimeError):
+    with bare_env.fixed_inputs(7):
+      assert _same(inside, _inputs(bare_env))
+      raise RuntimeError
+  assert bare_env.config is fresh
+
+
 def test_input_seed_makes_wrong_output_feedback_repeat(bare_env, monkeypatch):
   wrong = [(TASK, CASES["wrong_output"][0])]
   fresh = [bare_env.evaluate(wrong)[0] for _ in range(2)]

@@ -101,15 +101,21 @@ def test_kill_9_mid_run_then_resume_redoes_steps_once(warmstart, tmp_path):
     assert result["input_seed"] is None  # fresh secret inputs by default
 
   # --input_seed: the same trial inputs, so two evaluations of one
-  # checkpoint repeat, turns 2+ (which read the feedback) included.
+  # checkpoint repeat, turns 2+ (which read the feedback) included; with
+  # the run's seed they are the trainer's own evaluation of that step (its
+  # inputs fixed by config.seed, smoke's: G samples on its training tasks).
   results = []
   for _ in range(2):
     out = _run("evaluate", f"--workdir={workdir}", "--step=4",
-               "--split=train", "--num_samples=2", "--input_seed=3", "--json")
+               "--split=train", "--num_samples=4", "--input_seed=0", "--json")
     assert out.returncode == 0, out.stderr[-3000:]
     results.append(json.loads(out.stdout.strip().splitlines()[-1]))
     results[-1].pop("seconds")
-  assert results[0]["input_seed"] == 3 and results[0] == results[1]
+  assert results[0]["input_seed"] == 0 and results[0] == results[1]
+  in_run = rows[-1]
+  assert in_run["step"] == 4 and "eval/acc@1" in in_run
+  for key in ("acc@1", "acc@2", "turns_per_pass"):
+    assert in_run[f"eval/{key}"] == pytest.approx(results[0][key]), key
 
 
 ERRORS = [
