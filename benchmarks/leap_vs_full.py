@@ -41,7 +41,8 @@ loses only that seed.
 Last stdout line: one JSON object (seeds, reached (seeds in which each
 mode reached the target), ratio_seeds (those the means are over: a seed
 where only leap misses it has no ratio), wallclock_ratio_mean,
-wallclock_ratio_ci_low, env_calls_ratio_mean, acc_gap_mean,
+wallclock_ratio_ci_low, wallclock_ratio_per_seed (each seed's ratio or its
+bound, as printed), env_calls_ratio_mean, acc_gap_mean,
 activated_groups_mean, null_p, and the per-seed details), also saved to
 OUT/leap_vs_full.json.
 """

@@ -10,9 +10,12 @@ per task of the split, and prints Acc@1..T, turns_per_pass, fast_p
 run started from (the warm start). With --json the last stdout line is one
 JSON object. --input_seed fixes each task's trial inputs, so that two
 evaluations of one checkpoint give the same verdicts and the same feedback,
-turn 2 and 3 included (sampling is already seeded by the run's seed).
+turn 2 and 3 included (sampling is already seeded by the run's seed); with
+the run's seed, its evaluation tasks (--split) and samples it repeats the
+trainer's own evaluation of that step (of a run on one process).
 """
 
+import contextlib
 import functools
 import json
 import os
@@ -37,7 +40,8 @@ _TIMING = flags.DEFINE_bool(
 _JSON = flags.DEFINE_bool("json", False, "Print one JSON object last.")
 _INPUT_SEED = flags.DEFINE_integer(
     "input_seed", -1, "Fix each task's trial inputs by this seed (and the task "
-    "id); < 0: fresh secret inputs on every call, as in training.")
+    "id), as the trainer's evaluations do with config.seed; < 0: fresh "
+    "secret inputs on every call.")
 
 
 def main(argv):
@@ -73,16 +77,18 @@ def main(argv):
       else:
         tasks = kernels_pallas.resolve_tasks(_SPLIT.value)
       input_seed = _INPUT_SEED.value if _INPUT_SEED.value >= 0 else None
-      with trainer.make_env(config, input_seed=input_seed) as env:
+      with trainer.make_env(config) as env:
         interpret = env.interpret
         policy = policy_lib.load(config, train_tasks,
                                  functools.partial(trainer.make_env, config))
         # The parameters alone: the optimizer state is never read.
         state, _, step = ckpt.restore(
             {"params": run_state.abstract_of(policy.params)}, step)
-        result = evaluation.evaluate(policy, state["params"], env, tasks,
-                                     trainer.rl_config(config), _SAMPLES.value,
-                                     seed=config.seed)
+        with (contextlib.nullcontext() if input_seed is None
+              else env.fixed_inputs(input_seed)):
+          result = evaluation.evaluate(
+              policy, state["params"], env, tasks, trainer.rl_config(config),
+              _SAMPLES.value, seed=config.seed)
   finally:
     ckpt.close()
   cfg = trainer.rl_config(config)

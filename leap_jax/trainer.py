@@ -90,8 +90,8 @@ def check_config(config: ml_collections.ConfigDict) -> None:
 def make_env(config: ml_collections.ConfigDict, trusted: bool = False,
              input_seed: int | None = None):
   """The kernel environment; `trusted` reuses workers (warm-start mutants);
-  input_seed fixes each task's trial inputs (warm-start builds and
-  launch/evaluate.py --input_seed; never RL, which learns from them)."""
+  input_seed fixes each task's trial inputs (warm-start builds; never RL,
+  which learns from them; evaluations use KernelEnv.fixed_inputs)."""
   return environment.KernelEnv(settings.env_config_from(
       config.env, jobs_per_worker=64 if trusted else 1, input_seed=input_seed))
 
@@ -249,8 +249,9 @@ class Trainer:
   def evaluate(self, step: int) -> dict[str, Any]:
     """The unpruned evaluation of the current params, as step metrics.
     Samples and trial inputs are fixed by config.seed: every evaluation of a
-    run judges the same inputs (what `launch/evaluate.py --input_seed` with
-    the run's seed repeats for a checkpoint)."""
+    run judges the same inputs (`launch/evaluate.py --input_seed` with the
+    run's seed, tasks and samples repeats it for a checkpoint, on one
+    process: across processes each samples its share of the tasks)."""
     with self.env.fixed_inputs(self.config.seed):
       result = evaluation.evaluate(
           self.policy, self.sampler_params, self.env, self.eval_task_ids,

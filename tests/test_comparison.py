@@ -67,7 +67,13 @@ def test_seed_ratio_by_hand():
   accs, totals = _seed({0: .1, 4: .1, 8: .1}, {0: .1, 4: .1, 8: .1})
   assert comparison.seed_ratios(accs, totals, 0.2)["wall_s_ratio"] is None
   accs, totals = _seed({0: .1, 4: .1, 8: .1}, {0: .1, 4: .3, 8: .3})
-  assert comparison.seed_ratios(accs, totals, 0.2)["wall_s_ratio"] is None
+  out = comparison.seed_ratios(accs, totals, 0.2)
+  assert out["wall_s_ratio"] is None
+  # Only leap censored: full got there at step 4 (4 x 20 s), leap's 8
+  # steps of 10 s did not: the ratio is at most 80 / 80.
+  full, leap = out["reach"]["multiturn_full"], out["reach"]["leap"]
+  assert leap["censored"] and not full["censored"]
+  assert comparison.ratio_bound(full, leap, "wall_s") == "<=1.000"
 
 
 def test_paired_bootstrap_and_null_p():

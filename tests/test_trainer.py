@@ -10,6 +10,7 @@ import pytest
 from configs import leap
 from leap_jax import rollout_dump, run_log, run_state, trainer as trainer_lib
 from leap_jax.checkpoints import Checkpoints
+from leap_jax.env import environment
 
 STEP_KEYS = {"step", "acc@1", "acc@2", "turns_per_pass", "activated_groups",
              "seconds_rollout", "seconds_env", "seconds_update", "budgets",
@@ -191,18 +192,24 @@ def test_missing_model_paths_and_tasks_fail_before_the_environment_starts(
 
 
 def test_eval_at_start_is_a_step_0_line_of_its_own(tmp, monkeypatch):
-  input_seeds = []  # the environment's, while each evaluation runs
-  real_evaluate = trainer_lib.evaluation.evaluate
+  inputs = []  # (input_seed, input_salt) of every environment call
+  real_evaluate = environment.KernelEnv.evaluate
 
-  def evaluate(policy, params, env, *args, **kwargs):
-    input_seeds.append(env.config.input_seed)
-    return real_evaluate(policy, params, env, *args, **kwargs)
+  def evaluate(env, *args, **kwargs):
+    inputs.append((env.config.input_seed, env.config.input_salt))
+    return real_evaluate(env, *args, **kwargs)
 
-  monkeypatch.setattr(trainer_lib.evaluation, "evaluate", evaluate)
+  monkeypatch.setattr(environment.KernelEnv, "evaluate", evaluate)
   config, workdir = smoke(tmp, "at_start", num_steps=1, eval_every=0,
-                          eval_at_start=True)
+                          eval_at_start=True, seed=3)
+  config.sft.seed = 0  # the module's warm start
   summary, lines = run(config, workdir)
-  assert input_seeds == [config.seed]  # step 0's inputs, as any step's
+  # The evaluation's inputs are fixed by the run's seed (salted apart from
+  # a warm-start build's), step 1's RL calls get fresh ones.
+  run_calls = [c for c in inputs if c != (0, "")]  # less a warm-start build
+  evals = run_calls.index((None, ""))
+  assert evals > 0 and set(run_calls[:evals]) == {(3, "eval:")}
+  assert set(run_calls[evals:]) == {(None, "")}
   rows = run_log.read_metrics(workdir)
   assert [r["step"] for r in rows] == [0, 1]
   assert set(rows[0]) == {"step", "seconds_eval"} | {

@@ -6,7 +6,7 @@ the reference outputs never leave this process. The one exception is
 `input_seed`, where no policy adapts to the verdicts while they are made:
 the warm start's builds, whose judged data (error figures in the feedback)
 must not differ between two builds of one config, and an evaluation asked
-to repeat (`launch/evaluate.py --input_seed`, the trainer's own evaluation
+to repeat (the trainer's evaluations and `launch/evaluate.py --input_seed`,
 through `fixed_inputs`), whose turns 2-3 read that feedback.
 """
 
@@ -50,11 +50,15 @@ class EnvConfig:
   memory_bytes: int = 8 << 30
   cpu_seconds: int = 300
   max_answer_chars: int = candidate.MAX_ANSWER_CHARS  # longer: no_code
-  # None: fresh secret seeds per call (RL, evaluation). An int: a task's
-  # trial inputs are the same on every call, derived from it and the task id
-  # (warm-start data builds, repeatable evaluations: no policy adapts to
-  # those verdicts while they are made).
+  # None: fresh secret seeds per call (RL). An int: a task's trial inputs
+  # are the same on every call, derived from it and the task id (warm-start
+  # data builds; evaluations through `fixed_inputs`): no policy adapts to
+  # those verdicts while they are made.
   input_seed: int | None = None
+  # Keeps an evaluation's inputs apart from those a warm start of the same
+  # seed was built (and so trained) on: turn-2 feedback there would be its
+  # SFT prompts word for word.
+  input_salt: str = ""
 
   @property
   def backend(self) -> str:
@@ -97,8 +101,8 @@ def _fresh_key() -> jax.Array:
   return jax.random.key(secrets.randbits(63))
 
 
-def _seeded_key(seed: int, task_id: str) -> jax.Array:
-  digest = hashlib.sha256(f"{seed}:{task_id}".encode()).digest()
+def _seeded_key(seed: int, task_id: str, salt: str = "") -> jax.Array:
+  digest = hashlib.sha256(f"{salt}{seed}:{task_id}".encode()).digest()
   return jax.random.key(int.from_bytes(digest[:8], "little") >> 1)
 
 
@@ -129,11 +133,14 @@ class KernelEnv:
 
   @contextlib.contextmanager
   def fixed_inputs(self, seed: int):
-    """Inside, trial inputs come from `seed` as with EnvConfig.input_seed:
-    for an evaluation inside an RL run, which no policy learns from, so two
-    evaluations of it (step 0, step N) judge on the same inputs."""
+    """Inside, each task's trial inputs come from `seed` (salted apart from
+    a warm-start build's of that seed): for evaluations, which no policy
+    learns from, so that step 0 and step N judge the same inputs. It swaps
+    this env's config: nothing else may call evaluate() meanwhile (RL and
+    evaluation take turns in one thread)."""
     fresh = self.config
-    self.config = dataclasses.replace(fresh, input_seed=seed)
+    self.config = dataclasses.replace(fresh, input_seed=seed,
+                                      input_salt="eval:")
     try:
       yield self
     finally:
@@ -160,7 +167,8 @@ class KernelEnv:
 
   def _task_batch(self, task: kernels_pallas.Task) -> _TaskBatch:
     seed = self.config.input_seed
-    key = _fresh_key() if seed is None else _seeded_key(seed, task.task_id)
+    key = (_fresh_key() if seed is None
+           else _seeded_key(seed, task.task_id, self.config.input_salt))
     keys = jax.random.split(key, self.config.trials)
     inputs, outputs = [], []
     for key in keys:

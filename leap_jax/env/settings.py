@@ -55,8 +55,8 @@ def env_config_from(cfg: ml_collections.ConfigDict,
 
   jobs_per_worker > 1 reuses a worker process for that many candidates: only
   for trusted code (the warm start's own mutated solutions), never for the
-  policy's answers. input_seed: EnvConfig.input_seed (warm-start builds,
-  repeatable evaluations).
+  policy's answers. input_seed: EnvConfig.input_seed (warm-start builds;
+  evaluations fix theirs with KernelEnv.fixed_inputs).
   """
   has_gpu = _host_has_gpu() if has_gpu is None else has_gpu
   backend = resolve_backend(cfg.backend, has_gpu)

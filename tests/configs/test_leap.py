@@ -38,6 +38,11 @@ def test_every_rl_field_comes_from_rlconfig(variant):
   # LEAP's objective everywhere: negatives kept (issue 19), under a
   # ceiling on the embedded policy.
   assert config.rl.negative_weight == 1.0
+  # The measured settings (configs/leap.py says where each was measured).
+  assert (config.rl.learning_rate, config.rl.epochs) == {
+      "": (1e-4, 4), "testbed": (3e-4, 1), "bench": (3e-4, 1),
+      "smoke": (1e-3, 1)}.get(variant, (fields["learning_rate"],
+                                        fields["epochs"]))
   RLConfig(**config.rl.to_dict())  # valid as it stands
   config.rl.b2 = 0.95  # formerly not settable from the command line
   config.rl.fast_ps = (1.0, 3.0)

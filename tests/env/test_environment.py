@@ -196,9 +196,10 @@ def test_reference_infinities_must_be_matched_exactly(bare_env):
   assert "not matched exactly" in result.detail
 
 
-# input_seed (warm-start builds): a task's trial inputs, and so the error
-# figures of its feedback, are the same on every call; without it they are
-# fresh on every call (what keeps RL answers from fitting known inputs).
+# input_seed (warm-start builds; evaluations through fixed_inputs): a task's
+# trial inputs, and so the error figures of its feedback, are the same on
+# every call; without it they are fresh on every call (what keeps RL answers
+# from fitting known inputs).
 
 def _inputs(env):
   return env._task_batch(kernels_pallas.get_task(TASK)).inputs  # noqa: SLF001
@@ -224,14 +225,16 @@ def test_input_seed_fixes_each_tasks_trial_inputs(bare_env, monkeypatch):
   assert len(keys) == 3
 
 
-def test_fixed_inputs_holds_a_seed_inside_only(bare_env):
-  """The trainer's evaluation: inputs of `input_seed=7` inside, fresh again
-  after (an error inside included), the rest of the config untouched."""
+def test_fixed_inputs_holds_a_seed_inside_only(bare_env, monkeypatch):
+  """Evaluations: inputs fixed by 7 inside, fresh again after (an error
+  inside included), the rest of the config untouched; not the inputs a warm
+  start built with seed 7 trained on."""
   fresh = bare_env.config
   with bare_env.fixed_inputs(7):
     inside = _inputs(bare_env)
     assert _same(inside, _inputs(bare_env))
-    assert bare_env.config == dataclasses.replace(fresh, input_seed=7)
+    assert bare_env.config == dataclasses.replace(fresh, input_seed=7,
+                                                  input_salt="eval:")
   assert bare_env.config is fresh
   assert not _same(_inputs(bare_env), _inputs(bare_env))
   with pytest.raises(RuntimeError):
@@ -239,6 +242,9 @@ def test_fixed_inputs_holds_a_seed_inside_only(bare_env):
       assert _same(inside, _inputs(bare_env))
       raise RuntimeError
   assert bare_env.config is fresh
+  monkeypatch.setattr(bare_env, "config",  # a warm-start build's
+                      dataclasses.replace(fresh, input_seed=7))
+  assert not _same(inside[:1], _inputs(bare_env)[:1])
 
 
 def test_input_seed_makes_wrong_output_feedback_repeat(bare_env, monkeypatch):

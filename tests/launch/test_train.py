@@ -107,7 +107,8 @@ def test_kill_9_mid_run_then_resume_redoes_steps_once(warmstart, tmp_path):
   results = []
   for _ in range(2):
     out = _run("evaluate", f"--workdir={workdir}", "--step=4",
-               "--split=train", "--num_samples=4", "--input_seed=0", "--json")
+               "--split=train", "--num_samples=4", "--input_seed=0",
+               "--notiming", "--json")
     assert out.returncode == 0, out.stderr[-3000:]
     results.append(json.loads(out.stdout.strip().splitlines()[-1]))
     results[-1].pop("seconds")
