@@ -162,7 +162,8 @@ def sft_config() -> ml_collections.ConfigDict:
 
 def smoke(config: ml_collections.ConfigDict) -> None:
   """The embedded set-up shrunk to seconds: two easy tasks, a 1-layer model,
-  short answers. For tests and CI; it learns, but proves nothing."""
+  short answers. For tests and CI: every part runs (the update has samples
+  to train on), but it measures nothing."""
   config.num_steps = 3
   config.checkpoint_every = 1
   config.train_tasks = "level1/relu,level1/abs"

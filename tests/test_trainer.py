@@ -118,7 +118,7 @@ def test_the_resolved_config_is_printed_and_written(full_run, tmp):
   assert f'sft.dir = "{tmp / "warmstart"}"' in head[0]
 
 
-def test_the_policy_learns_something(full_run):
+def test_the_update_has_samples_to_train_on(full_run):
   workdir, _, _ = full_run
   rows = run_log.read_metrics(workdir)
   # The smoke warm start solves its two tasks often but not always, so
