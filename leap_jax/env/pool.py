@@ -251,6 +251,9 @@ class WorkerPool:
     setup = self._setups[slot]
     with self._lock:
       w, self._spare[slot] = self._spare[slot], None
+    if w is not None and not w.alive():  # died, or its zygote did
+      w.kill()
+      w = None
     try:
       w = w if w is not None else self._new_worker(slot, spare=False)
       if early_successor and setup.jobs_per_worker == 1:

@@ -89,10 +89,13 @@ class _ZygoteStarter:
   def __init__(self, env: dict[str, str]):
     self._env = env
     self._lock = threading.Lock()
+    self._closed = False
     self.zygote = zygote_lib.Zygote(env)
 
   def _current(self) -> zygote_lib.Zygote:
     with self._lock:
+      if self._closed:  # a closed pool's zygote is not replaced
+        raise zygote_lib.ZygoteError("the pool is closed")
       if not self.zygote.alive():
         _LOG.warning("the zygote exited; starting a new one")
         self.zygote.close()
@@ -100,20 +103,37 @@ class _ZygoteStarter:
       return self.zygote
 
   def start(self, setup, jail_config, scratch) -> tuple[Any, Connection]:
+    zygote = None
+    try:
+      zygote = self._current()
+      return self._spawn(zygote, setup, jail_config, scratch)
+    except zygote_lib.ZygoteError as e:
+      if zygote is None or zygote.alive():
+        raise OSError(str(e)) from None
+    # It died with this start in flight (a pool refills its spares right
+    # after each job, so one often is): its successor makes the worker.
+    try:
+      return self._spawn(self._current(), setup, jail_config, scratch)
+    except zygote_lib.ZygoteError as e:
+      raise OSError(str(e)) from None
+
+  @staticmethod
+  def _spawn(zygote, setup, jail_config, scratch) -> tuple[Any, Connection]:
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-      child = self._current().spawn(dataclasses.asdict(setup),
-                                    dataclasses.asdict(jail_config), scratch,
-                                    theirs.fileno())
-    except zygote_lib.ZygoteError as e:
+      child = zygote.spawn(dataclasses.asdict(setup),
+                           dataclasses.asdict(jail_config), scratch,
+                           theirs.fileno())
+    except BaseException:
       ours.close()
-      raise OSError(str(e)) from None
+      raise
     finally:
       theirs.close()
     return child, Connection(ours.detach())
 
   def close(self) -> None:
     with self._lock:
+      self._closed = True
       self.zygote.close()
 
 

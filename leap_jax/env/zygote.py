@@ -158,8 +158,10 @@ class Child:
   """A worker forked by the zygote, shaped like multiprocessing.Process
   where the pool uses it (pid, is_alive, exitcode, join, kill)."""
 
-  def __init__(self, pid: int, pidfd: int | None):
+  def __init__(self, pid: int, pidfd: int | None,
+               zygote_alive: Callable[[], bool] = lambda: True):
     self.pid, self._pidfd = pid, pidfd
+    self._zygote_alive = zygote_alive
     self.exitcode: int | None = None
     self._exited = threading.Event()   # reaped
     self._settled = threading.Event()  # reaped and its callbacks run
@@ -167,7 +169,10 @@ class Child:
     self._lock = threading.Lock()
 
   def is_alive(self) -> bool:
-    return not self._exited.is_set()
+    """False once reaped, and once its zygote is dead: the zygote's reader
+    kills such a worker when it sees the death, which may be later than a
+    pool's next look (a job sent to it meanwhile would be lost)."""
+    return not self._exited.is_set() and self._zygote_alive()
 
   def join(self, timeout: float | None = None) -> None:
     """Returns once it is reaped and its on_exit callbacks have run (they
@@ -240,6 +245,7 @@ class Zygote:
     self._early_exits: dict[int, int] = {}  # exit seen before its spawned
     self._next_id = 0
     self._up = threading.Event()
+    self._ended = threading.Event()  # its reader saw the socket close
     self._closed = False
     self.preload_seconds: float | None = None
     self._up_timeout_s = up_timeout_s
@@ -264,7 +270,7 @@ class Zygote:
           request = self._requests.pop(message["id"])
           if op == "spawned":
             pid = message["pid"]
-            request.child = Child(pid, fds[0] if fds else None)
+            request.child = Child(pid, fds[0] if fds else None, self.alive)
             self._children[pid] = request.child
             early = self._early_exits.pop(pid, None)
           else:
@@ -280,6 +286,7 @@ class Zygote:
         if child is not None:
           child._exit(message["code"])
     # The zygote died (or we closed): no worker will ever be reported again.
+    self._ended.set()
     self._up.set()
     with self._state:
       children, self._children = list(self._children.values()), {}
@@ -324,7 +331,8 @@ class Zygote:
       os.close(fd)
 
   def alive(self) -> bool:
-    return self._process.poll() is None and self._reader.is_alive()
+    return (not self._ended.is_set() and self._process.poll() is None
+            and self._reader.is_alive())
 
   def close(self) -> None:
     with self._state:

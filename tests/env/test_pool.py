@@ -146,14 +146,18 @@ def test_scratch_dirs_are_removed_and_every_phase_is_timed(env):
 
 
 def test_a_dead_zygote_is_replaced(env):
+  env.evaluate([(TASK, vector_add())] * 2)  # each slot has a spare now
   old = env.pool._starter.zygote
+  faults = env.pool.harness_faults
   os.kill(old._process.pid, 9)
   old._process.wait(10)
-  # Its workers went with it: the next jobs fault once each and retry on
-  # workers of a new zygote.
+  # Its workers are doomed (its reader kills them when it sees the death,
+  # maybe only later), even one still starting: no job may be sent to
+  # them, so none faults; they run on workers of a new zygote.
   verdicts = env.evaluate([(TASK, vector_add())] * 2)
   assert [v.status for v in verdicts] == [Status.OK] * 2
   assert env.pool._starter.zygote is not old
+  assert env.pool.harness_faults == faults
 
 
 def test_a_recycled_worker_judges_every_job_without_a_fault():

@@ -33,3 +33,40 @@ def test_remove_tree_whatever_the_worker_did_to_the_modes(tmp_path):
   worker_process.remove_tree(str(root))
   assert not root.exists()
   worker_process.remove_tree(str(root))  # already gone: no error
+
+
+def test_a_start_in_flight_when_its_zygote_dies_goes_to_the_successor(
+    tmp_path):
+  """The request reaches a stopped zygote, which is then killed: the start
+  is made again by a new zygote instead of failing (a pool refills its
+  spares right after each job, so such a start is common). A dead zygote's
+  workers count as dead at once, and a closed starter makes no zygote."""
+  import signal  # noqa: PLC0415
+  import time  # noqa: PLC0415
+  from leap_jax.env import jail, worker as worker_lib  # noqa: PLC0415
+  config = jail.JailConfig()
+  starter = worker_process.make_starter("zygote", config)
+  try:
+    old = starter.zygote
+    first = worker_process.WorkerProcess(starter, worker_lib.WorkerSetup(),
+                                         config, str(tmp_path), 120)
+    assert first.wait_ready(120) is None
+    os.kill(old._process.pid, signal.SIGSTOP)
+    w = worker_process.WorkerProcess(starter, worker_lib.WorkerSetup(),
+                                     config, str(tmp_path), 120)
+    deadline = time.monotonic() + 30
+    while not old._requests and time.monotonic() < deadline:
+      time.sleep(0.01)
+    assert old._requests, "the start never reached the zygote"
+    os.kill(old._process.pid, signal.SIGKILL)
+    assert w.wait_ready(120) is None, w.ready_error
+    assert starter.zygote is not old and w.alive()
+    assert not first.alive()  # its zygote is dead: doomed, whatever it is now
+    w.kill(wait=True)
+    first.kill(wait=True)
+  finally:
+    starter.close()
+  late = worker_process.WorkerProcess(starter, worker_lib.WorkerSetup(),
+                                      config, str(tmp_path), 10)
+  assert "the pool is closed" in (late.wait_ready(10) or "")
+  assert starter.zygote.alive() is False
