@@ -181,15 +181,19 @@ class Child:
 
   def kill(self) -> None:
     """SIGKILL to the process, then to its process group (it called
-    setsid); never once the zygote has reaped it (its pid may be reused)."""
+    setsid); never once the zygote has reaped it (its pid may be reused),
+    and without a pidfd never once the zygote is dead (init reaps it then,
+    unseen)."""
     with self._lock:
       if self._exited.is_set():
         return
       try:
-        if self._pidfd is not None:
+        if self._pidfd is not None:  # fails (ESRCH) once it is reaped
           signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
-        else:
+        elif self._zygote_alive():
           os.kill(self.pid, signal.SIGKILL)
+        else:
+          return
         os.killpg(self.pid, signal.SIGKILL)
       except OSError:  # reaped already (ESRCH), or the group is gone
         pass
@@ -245,7 +249,7 @@ class Zygote:
     self._early_exits: dict[int, int] = {}  # exit seen before its spawned
     self._next_id = 0
     self._up = threading.Event()
-    self._ended = threading.Event()  # its reader saw the socket close
+    self._ended = threading.Event()  # its socket is closed (seen or hit)
     self._closed = False
     self.preload_seconds: float | None = None
     self._up_timeout_s = up_timeout_s
@@ -314,6 +318,7 @@ class Zygote:
         _send(self._sock, {"op": "spawn", "id": request_id, "setup": setup,
                            "jail": jail, "scratch": scratch}, [conn_fd])
       except OSError as e:
+        self._ended.set()  # its end is closed: dead, whatever poll says yet
         raise ZygoteError(f"the zygote is gone: {e!r}") from None
       if not request.done.wait(timeout_s) or request.child is None:
         raise ZygoteError(f"no worker: {request.error or 'no answer'}")
