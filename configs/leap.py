@@ -19,6 +19,7 @@ import difflib
 import ml_collections
 
 from leap_jax.rl.config import RLConfig
+from leap_jax.task_stream import TaskFilter
 
 VARIANTS = ("", "testbed", "bench", "smollm2", "hf", "smoke")
 
@@ -106,6 +107,11 @@ def rl_config(variant: str) -> ml_collections.ConfigDict:
     # kept every activation otherwise (13 GB resident on CPU).
     rl.update(remat="full")
   return rl
+
+
+def task_filter_config() -> ml_collections.ConfigDict:
+  """leap_jax.task_stream.TaskFilter's fields at their defaults (off)."""
+  return ml_collections.ConfigDict(dataclasses.asdict(TaskFilter()))
 
 
 def mesh_config() -> ml_collections.ConfigDict:
@@ -266,6 +272,9 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
     config.eval_samples = 2
   config.model = model_config(variant)
   config.rl = rl_config(variant)
+  # Which tasks the stream skips (all right or all wrong at turn 1 last
+  # time); off unless a variant turns it on.
+  config.task_filter = task_filter_config()
   config.sft = sft_config()
   config.env = env_config()
   config.mesh = mesh_config()

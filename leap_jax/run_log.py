@@ -132,8 +132,11 @@ def progress_line(step: int, num_steps: int, metrics: Mapping[str, Any],
   phases = " ".join(f"{name} {metrics.get('seconds_' + name, 0.0):.1f}s"
                     for name in ("rollout", "env", "update"))
   eta = "" if eta_s is None else f" | ETA {_duration(eta_s)}"
+  skipped = ("" if "tasks_skipped" not in metrics
+             else f" | skipped {metrics['tasks_skipped']} settled task(s)")
   return (f"step {step}/{num_steps} | {accs} | activated "
-          f"{metrics.get('activated_groups', 0.0):.2f} | {phases}{eta}")
+          f"{metrics.get('activated_groups', 0.0):.2f}{skipped} | "
+          f"{phases}{eta}")
 
 
 def _duration(seconds: float) -> str:

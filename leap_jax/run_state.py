@@ -1,7 +1,8 @@
 """A training run's checkpointed state and what may change on resume.
 
 Each step's checkpoint holds three orbax items, params, opt_state and rng
-(the run's key data), plus meta: step, data position and the config. They
+(the run's key data), plus meta: step, data position, the task stream's
+state (what its filter skips by) and the config. They
 are written asynchronously (`Checkpoints(asynchronous=True)`): the next
 step runs while the files are written. Evaluation restores params alone.
 """
@@ -63,10 +64,11 @@ def abstract_state(params: Any, optimizer: Any,
           "rng": np.zeros((2,), np.uint32)}
 
 
-def meta(step: int, position: int, config: ml_collections.ConfigDict
-         ) -> dict[str, Any]:
+def meta(step: int, position: int, config: ml_collections.ConfigDict,
+         stream: dict[str, Any] | None = None) -> dict[str, Any]:
+  """stream: the task stream's state (task_stream.TaskStream.state)."""
   return {"step": step, "data_position": position,
-          "config": config.to_json()}
+          "config": config.to_json(), "task_stream": stream or {}}
 
 
 def config_changes(saved_json: str, config: ml_collections.ConfigDict

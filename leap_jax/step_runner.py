@@ -1,9 +1,9 @@
 """One training step: rollout, advantages, metrics, the GRPO update.
 
-P tasks from the resumable task stream, G samples each, the environment's
-verdicts, DCP budgets and later turns (leap_jax.rl.rollout), per-turn
-advantages, length-bucketed batches, `rl.epochs` x `rl.mini_batches`
-optimizer steps. With several processes each rolls out its share of the
+P tasks (the trainer draws them from its task stream), G samples each,
+the environment's verdicts, DCP budgets and later turns
+(leap_jax.rl.rollout), per-turn advantages, length-bucketed batches,
+`rl.epochs` x `rl.mini_batches` optimizer steps. With several processes each rolls out its share of the
 prompts with its own sampler copy and pool; the parts are merged, so every
 process computes the same rewards and batch.
 """
@@ -18,7 +18,7 @@ import jax
 import ml_collections
 import numpy as np
 
-from leap_jax import debug_metrics, distributed, rollout_dump, task_stream
+from leap_jax import debug_metrics, distributed, rollout_dump
 from leap_jax.rl import batching, metrics as metrics_lib, rollout
 from leap_jax.rl import rollout_merge, train_step
 from leap_jax.rl.config import RLConfig
@@ -62,27 +62,36 @@ def status_counts(ro: rollout.Rollout) -> dict[str, int]:
   return dict(sorted(counts.items()))
 
 
+def turn1_judged(ro: rollout.Rollout) -> list[int]:
+  """Turn-1 samples per prompt the environment judged (not harness_error);
+  a later turn's harness_error leaves the turn-1 verdict standing."""
+  judged = [0] * len(ro.task_ids)
+  for r in ro.records:
+    if r.t == 0 and not rollout.is_harness_error(r.verdict):
+      judged[r.p] += 1
+  return judged
+
+
 class StepRunner:
-  """`runner(state, step, position, dump)` -> (state, metrics, dump rows of
-  this process's prompts, or None)."""
+  """`runner(state, step, tasks, dump)` -> (state, metrics, dump rows of
+  this process's prompts, or None); tasks: the step's P prompts, the same
+  on every process."""
 
   def __init__(self, config: ml_collections.ConfigDict, cfg: RLConfig,
-               task_ids: list[str], sampler_policy: Any, env: Any,
+               sampler_policy: Any, env: Any,
                builder: Any, update: train_step.Update, pad_id: int,
                stop_token_ids: list[int],
                refresh_sampler: Callable[[dict[str, Any], int], None]):
-    self.config, self.cfg, self.task_ids = config, cfg, task_ids
+    self.config, self.cfg = config, cfg
     self.sampler_policy, self.env, self.builder = sampler_policy, env, builder
     self.update, self.pad_id = update, pad_id
     self.stop_token_ids = set(stop_token_ids or ())
     self.refresh_sampler = refresh_sampler
 
-  def __call__(self, state: dict[str, Any], step: int, position: int,
+  def __call__(self, state: dict[str, Any], step: int, tasks: list[str],
                dump: bool = False
                ) -> tuple[dict[str, Any], dict[str, Any], list | None]:
     cfg = self.cfg
-    tasks = task_stream.tasks_at(self.task_ids, self.config.seed, position,
-                                 cfg.num_prompts)
     # This process's share of the prompts, and its own sampler copy.
     share = len(tasks) // jax.process_count()
     offset = jax.process_index() * share
@@ -113,6 +122,7 @@ class StepRunner:
                trained_samples=sum(s.advantage != 0.0 for s in samples),
                budgets=[int(b) for b in ro.budgets_P], tasks=tasks,
                turn1_ok=[int(n) for n in ro.ok_PGT[:, :, 0].sum(axis=1)],
+               turn1_judged=turn1_judged(ro),
                statuses=status_counts(ro))
     out.update(debug_metrics.step_metrics(
         ro, r_PGT, adv_PGT, cfg.max_new_tokens, self.stop_token_ids,

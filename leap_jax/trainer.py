@@ -6,7 +6,7 @@ the unpruned evaluation (`eval_every`, and before step 1 with
 `eval_at_start`), the rollout dump (`rollouts_every`), the metrics line and
 an asynchronous checkpoint (the next step runs while it is written).
 Checkpoints hold params, optimizer state and RNG as separate items plus
-the data position and the config; step 0 is the starting policy, so
+the data position, the task stream's state and the config; step 0 is the starting policy, so
 evaluate.py can compare against it. The run resumes from its latest
 checkpoint; metrics, events and dumps of steps past it are dropped (those
 steps are redone).
@@ -71,6 +71,7 @@ def check_config(config: ml_collections.ConfigDict) -> None:
         f"+ {rl.max_new_tokens}) must fit config.rl.max_seq_len "
         f"({rl.max_seq_len}): the trainer must see the context the sampler saw")
   rl_config(config)
+  task_stream.TaskFilter(**config.task_filter)
   train_tasks = task_stream.training_tasks(config.train_tasks)
   if config.model.source != "embedded":
     policy_lib.model_path(config.model)
@@ -162,7 +163,7 @@ class Trainer:
       builder.encode(task_id)  # a first prompt over max_prompt_tokens is a
       # config error: say so now
     self.run_step = step_runner.StepRunner(
-        config, self.cfg, self.task_ids, self.sampler_policy, self.env,
+        config, self.cfg, self.sampler_policy, self.env,
         builder, update, self.policy.pad_id, self.policy.stop_token_ids,
         self._refresh_sampler)
     sinks = []
@@ -177,8 +178,13 @@ class Trainer:
 
   def _save(self, step: int, state: dict[str, Any], position: int) -> float:
     """Starts the checkpoint of `step`; the seconds the call blocked."""
-    return self.ckpt.save(step, state,
-                          run_state.meta(step, position, self.config))
+    return self.ckpt.save(step, state, run_state.meta(
+        step, position, self.config, self.stream.state()))
+
+  def _stream(self, saved: dict[str, Any] | None) -> task_stream.TaskStream:
+    return task_stream.TaskStream(
+        self.task_ids, self.config.seed,
+        task_stream.TaskFilter(**self.config.task_filter), saved)
 
   def _report_config(self) -> None:
     if self.defaults is not None:
@@ -204,6 +210,7 @@ class Trainer:
     latest = self.ckpt.latest_step()
     if latest is None:
       self._report_config()
+      self.stream = self._stream(None)
       params = layout.place_params(self.policy.params, self.param_shardings)
       state = {"params": params,
                "opt_state": layout.init_opt_state(self.optimizer, params,
@@ -219,6 +226,7 @@ class Trainer:
                                        self.param_shardings)
     state, meta, step = self.ckpt.restore(
         run_state.abstract_state(params, self.optimizer, self.mesh), latest)
+    self.stream = self._stream(meta.get("task_stream"))
     if self.writer:
       dropped = run_log.truncate_after(self.workdir, step)
       self.log.purge_after(step)
@@ -294,8 +302,11 @@ class Trainer:
       start = time.monotonic()
       step += 1
       dump = bool(config.rollouts_every) and step % config.rollouts_every == 0
-      state, out, rows = self.run_step(state, step, position, dump)
-      position += cfg.num_prompts
+      tasks, position, skipped = self.stream.draw(position, cfg.num_prompts)
+      state, out, rows = self.run_step(state, step, tasks, dump)
+      self.stream.record(tasks, out["turn1_ok"], out["turn1_judged"])
+      if config.task_filter.enabled:
+        out["tasks_skipped"] = skipped
       # Every process gets the same answer: all stop after this step.
       stop = self.stop.agreed()
       if self._eval_due(step) and not stop:

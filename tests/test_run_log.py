@@ -41,6 +41,11 @@ def test_progress_line_and_mean():
       2, 125)
   assert line == ("step 3/24 | acc@1 0.25 acc@2 0.50 | activated 0.50 | "
                   "rollout 1.2s env 2.0s update 3.0s | ETA 2m05s")
+  filtered = run_log.progress_line(
+      3, 24, {"acc@1": 0.25, "activated_groups": 0.5, "tasks_skipped": 4},
+      1, None)
+  assert filtered == ("step 3/24 | acc@1 0.25 | activated 0.50 | skipped 4 "
+                      "settled task(s) | rollout 0.0s env 0.0s update 0.0s")
   assert run_log.mean_of([{"a": 1}, {"a": 3}, {"b": 2}], "a") == 2
   assert run_log.mean_of([], "a") != run_log.mean_of([], "a")  # NaN
 

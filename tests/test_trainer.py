@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 
 from configs import leap
-from leap_jax import rollout_dump, run_log, run_state, trainer as trainer_lib
+from leap_jax import rollout_dump, run_log, run_state, task_stream
+from leap_jax import trainer as trainer_lib
 from leap_jax.checkpoints import Checkpoints
 from leap_jax.env import environment
 
 STEP_KEYS = {"step", "acc@1", "acc@2", "turns_per_pass", "activated_groups",
              "seconds_rollout", "seconds_env", "seconds_update", "budgets",
-             "env_calls", "tasks", "statuses", "turn1_ok",
+             "env_calls", "tasks", "statuses", "turn1_ok", "turn1_judged",
              "response_length_mean", "response_length_max",
              "response_cut_share", "entropy", "tokens_per_second",
              "reward_mean", "reward_std", "advantage_mean", "advantage_std",
@@ -156,6 +157,31 @@ def test_resuming_continues_exactly_where_it_stopped(tmp, full_run):
   dumped = rollout_dump.read(workdir, 3)
   assert [d["answer"] for d in dumped] == [
       d["answer"] for d in rollout_dump.read(full_run[0], 3)]
+
+
+def test_the_task_filter_skips_settled_tasks_and_resumes_with_its_state(tmp):
+  """high=0.01: every judged task is settled, so each is skipped once
+  (recheck_after=1) before it is drawn again. The logged steps replay
+  through a TaskStream; a resume that lost the saved shares would draw step
+  3 without skips."""
+  config, workdir = smoke(tmp, "filtered", num_steps=2)
+  config.task_filter.update(enabled=True, high=0.01, recheck_after=1)
+  run(config, workdir)
+  config.num_steps = 3
+  run(config, workdir)
+  rows = run_log.read_metrics(workdir)
+  stream = task_stream.TaskStream(task_stream.training_tasks(
+      config.train_tasks), config.seed, task_stream.TaskFilter(
+          **config.task_filter))
+  position = 0
+  for row in rows:
+    tasks, position, skipped = stream.draw(position, config.rl.num_prompts)
+    assert (tasks, skipped) == (row["tasks"], row["tasks_skipped"])
+    stream.record(tasks, row["turn1_ok"], row["turn1_judged"])
+  assert [r["tasks_skipped"] for r in rows] == [0, 2, 2]
+  meta, step = Checkpoints(os.path.join(workdir, "checkpoints")).read_meta()
+  assert step == 3 and meta["data_position"] == position
+  assert meta["task_stream"] == stream.state()
 
 
 def test_a_refused_resume_names_every_field_that_differs(tmp, full_run):

@@ -120,7 +120,7 @@ class Rollout:
     return sum(len(r.completion.token_ids) for r in self.records)
 
 
-def _is_harness_error(verdict: Any) -> bool:
+def is_harness_error(verdict: Any) -> bool:
   status = getattr(verdict, 'status', None)
   return str(getattr(status, 'value', status)) == 'harness_error'
 
@@ -199,7 +199,7 @@ def rollout(task_ids: Sequence[str], policy: Policy, judge: Judge,
     for (p, g), comp, verdict in zip(slots, comps, verdicts):
       log_speed[p, g, t], noise[p, g, t] = _speed(verdict, cfg)
       correct[p, g, t] = verdict.correct
-      dropped[p, g] |= _is_harness_error(verdict)
+      dropped[p, g] |= is_harness_error(verdict)
       if verdict.speedup is not None:
         speed[p, g, t] = verdict.speedup
       records.append(TurnRecord(p, g, t, prompt_of[(p, g)], comp, verdict))
@@ -216,7 +216,7 @@ def rollout(task_ids: Sequence[str], policy: Policy, judge: Judge,
       break
   done = ok.copy()
   for r in records:
-    done[r.p, r.g, r.t] |= _is_harness_error(r.verdict)
+    done[r.p, r.g, r.t] |= is_harness_error(r.verdict)
   active = np.asarray(dcp.active_mask(budgets, done))
   ran = np.zeros_like(active)
   for r in records:
