@@ -273,7 +273,9 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   config.model = model_config(variant)
   config.rl = rl_config(variant)
   # Which tasks the stream skips (all right or all wrong at turn 1 last
-  # time); off unless a variant turns it on.
+  # time); off in every variant. On level 1 with low 0.2, high 0.8 it beat
+  # the unfiltered default at step 16 in 3 of 3 seeds but not the frozen
+  # control (WORKSPACE.md, "The embedded default").
   config.task_filter = task_filter_config()
   config.sft = sft_config()
   config.env = env_config()

@@ -4,6 +4,7 @@ import pytest
 
 from configs import leap
 from leap_jax.rl.config import RLConfig
+from leap_jax.task_stream import TaskFilter
 
 
 def test_default_config_has_env_block_and_is_locked():
@@ -46,6 +47,13 @@ def test_every_rl_field_comes_from_rlconfig(variant):
   RLConfig(**config.rl.to_dict())  # valid as it stands
   config.rl.b2 = 0.95  # formerly not settable from the command line
   config.rl.fast_ps = (1.0, 3.0)
+
+
+@pytest.mark.parametrize("variant", leap.VARIANTS)
+def test_the_task_filter_comes_from_its_dataclass_and_is_off(variant):
+  task_filter = leap.get_config(variant).task_filter
+  assert TaskFilter(**task_filter) == TaskFilter()
+  assert not task_filter.enabled
 
 
 def test_smoke_dumps_every_step_and_evaluates_at_its_last():
