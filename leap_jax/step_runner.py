@@ -3,9 +3,9 @@
 P tasks (the trainer draws them from its task stream), G samples each,
 the environment's verdicts, DCP budgets and later turns
 (leap_jax.rl.rollout), per-turn advantages, length-bucketed batches,
-`rl.epochs` x `rl.mini_batches` optimizer steps. With several processes each rolls out its share of the
-prompts with its own sampler copy and pool; the parts are merged, so every
-process computes the same rewards and batch.
+`rl.epochs` x `rl.mini_batches` optimizer steps. With several processes each
+rolls out its share of the prompts with its own sampler copy and pool; the
+parts are merged, so every process computes the same rewards and batch.
 """
 
 from __future__ import annotations
