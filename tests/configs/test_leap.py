@@ -3,6 +3,7 @@ import dataclasses
 import pytest
 
 from configs import leap
+from kernels_pallas import task_sets
 from leap_jax.rl.config import RLConfig
 from leap_jax.task_stream import TaskFilter
 
@@ -56,12 +57,27 @@ def test_the_task_filter_comes_from_its_dataclass_and_is_off(variant):
   assert not task_filter.enabled
 
 
+def test_the_default_revisits_sixteen_level1_tasks_from_a_warm_start_on_all():
+  config = leap.get_config()
+  rl_ids = task_sets.resolve_tasks(config.train_tasks, "train")
+  sft_ids = task_sets.resolve_tasks(config.sft.tasks, "train")
+  assert rl_ids == list(leap.LEVEL1_MIXED) and len(rl_ids) == 16
+  assert len(sft_ids) == 48 and set(rl_ids) < set(sft_ids)
+  # 8 prompts a step: every two steps meet each of the 16 tasks once.
+  assert config.rl.num_prompts * 2 == len(rl_ids)
+  # Other variants keep their own task sets and warm starts.
+  assert leap.get_config("testbed").sft.tasks == "gen:train:600"
+  assert leap.get_config("hf").train_tasks == "train"
+  assert not leap.get_config("hf").sft.tasks
+
+
 def test_smoke_dumps_every_step_and_evaluates_at_its_last():
   config = leap.get_config("smoke")
   assert config.rollouts_every == 1 and config.eval_every == config.num_steps
   assert not config.eval_at_start
   default = leap.get_config()
   assert default.rollouts_every == 1 and default.eval_every == 8
+  assert default.eval_at_start  # held-out before and after
   testbed = leap.get_config("testbed")  # held-out specs before and after
   assert testbed.eval_at_start and testbed.eval_every == testbed.num_steps
   assert testbed.eval_tasks == "gen:eval:48"
