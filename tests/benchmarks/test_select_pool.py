@@ -21,6 +21,17 @@ def test_select_keeps_shares_in_range_inclusive():
   assert select_pool.select(tally, 0.0, 0.125) == ["c"]
 
 
+def test_count_keeps_those_nearest_one_half_ties_by_id():
+  tally = {"a": (2, 8), "b": (6, 8), "c": (3, 8), "d": (4, 8), "e": (0, 8),
+           "f": (5, 8)}
+  # distances from 1/2: d 0, c and f 1/8, a and b 1/4, e (out of range)
+  assert select_pool.select(tally, 0.25, 0.75, count=1) == ["d"]
+  assert select_pool.select(tally, 0.25, 0.75, count=2) == ["c", "d"]
+  assert select_pool.select(tally, 0.25, 0.75, count=4) == ["a", "c", "d", "f"]
+  assert select_pool.select(tally, 0.0, 1.0, count=9) == ["a", "b", "c", "d",
+                                                         "e", "f"]
+
+
 def _row(task, turn, status):
   return {"step": 1, "task": task, "p": 0, "g": 0, "turn": turn,
           "status": status}
@@ -42,6 +53,17 @@ def test_script_reads_every_step(tmp_path):
                           "--min_share=0.7", "--max_share=0.9"],
                          capture_output=True, text=True, timeout=120, cwd=ROOT)
   assert empty.returncode != 0 and "no task in that range" in empty.stderr
+  # A second run's dump is tallied with the first: t2 is then 2 of 4.
+  other = tmp_path / "other"
+  rollout_dump.write(other, 1, [_row("gen/row_reduce/y/8x8", 1, "ok"),
+                                _row("gen/row_reduce/y/8x8", 1, "ok"),
+                                _row("gen/ew_chain/x/8x8", 1, "ok")])
+  both = subprocess.run([sys.executable, SCRIPT,
+                         f"--workdir={tmp_path},{other}", "--count=1"],
+                        capture_output=True, text=True, timeout=120, cwd=ROOT)
+  assert both.returncode == 0, both.stderr
+  assert both.stdout.strip() == "gen/row_reduce/y/8x8"  # 2/4 against 2/3
+  assert "of 2 runs" in both.stderr and "the 1 nearest" in both.stderr
   none = subprocess.run([sys.executable, SCRIPT,
                          f"--workdir={tmp_path / 'nothing'}"],
                         capture_output=True, text=True, timeout=120, cwd=ROOT)
