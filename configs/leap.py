@@ -26,12 +26,12 @@ VARIANTS = ("", "testbed", "bench", "smollm2", "hf", "smoke")
 # The embedded default's RL tasks: the 16 level-1 training tasks whose
 # turn-1 success under the frozen warm start (lr 0, seeds 0-2, 16 steps x
 # 8 samples) was nearest one half (benchmarks/select_pool.py --count=16
-# on those runs). This policy has memorised all 48 and
-# fails by slips; RL fixes a task's slips only when it meets the task again
-# (16 steps x 8 prompts meet each of 48 tasks under 3 times, and none of
-# the settings tried learnt beyond lr 0 there), so the default revisits 16
-# tasks 8 times. Its warm start still covers all 48 (sft.tasks).
-# WORKSPACE.md, "The embedded default".
+# on those runs). This policy has memorised all 48 and fails by slips; RL
+# fixes a task's slips only when it meets the task again (16 steps x 8
+# prompts meet each of 48 tasks under 3 times, and none of the settings
+# tried learnt beyond lr 0 there), so the default revisits 16 tasks 8
+# times. Its warm start still covers all 48 (sft.tasks). WORKSPACE.md,
+# "The embedded default".
 LEVEL1_MIXED = (
     "level1/avg_pool1d", "level1/avg_pool2d", "level1/batch_norm",
     "level1/group_norm", "level1/layer_norm", "level1/masked_softmax",
