@@ -104,7 +104,7 @@ def rl_config(variant: str) -> ml_collections.ConfigDict:
     # tokens it sampled above 0.5 carry no gradient. Measured: on all 48
     # level-1 tasks (seeds 0-2), lr 1e-4 and 4 clipped passes per rollout
     # are where positive-only and frozen are (none learns in 16 steps); on
-    # the 16 the default revisits it beats frozen in 4 of 4 seeds; on the
+    # the 16 the default revisits it beats frozen in 5 of 5 seeds; on the
     # testbed's pool, 1 pass at 3e-4 learns, and there leap keeps up with
     # multiturn_full per step. Positive-only (rl.negative_weight=0) stays
     # an ablation. Real checkpoints keep plain GRPO.
