@@ -31,3 +31,10 @@ def task_texts(tasks: list[kernels_pallas.Task]) -> list[str]:
     texts += [prompts.task_text(task.task_id),
               fence(task.solution_candidate_source)]
   return texts
+
+
+def feedback_texts(judged) -> list[str]:
+  """The feedback the warm start's mutants got (sft_data.judge): with it in
+  the tokenizer's corpus a repair prompt's feedback is a few dozen tokens
+  of its own phrases, not hundreds of letter pairs."""
+  return [j.feedback for j in judged]

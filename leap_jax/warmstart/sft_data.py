@@ -47,30 +47,46 @@ def solution_example(tokenizer, task_id: str, stop_id: int) -> Example:
                  stop_id)
 
 
-def build(tokenizer: Any, env: Any, task_ids: Sequence[str], stop_id: int,
-          seed: int = 0, repairs_per_task: int | None = None) -> list[Example]:
-  """Solution and repair examples for `task_ids` (never the eval split).
+@dataclasses.dataclass(frozen=True)
+class Judged:
+  """A mutant the environment failed, with the feedback it gave."""
+  task_id: str
+  kind: str        # the mutation's name
+  candidate: str   # fenced, as the prompt shows it
+  feedback: str
 
-  repairs_per_task: at most this many mutations per task (a seeded choice;
-  None: every applicable one), each one environment call.
-  """
+
+def judge(env: Any, task_ids: Sequence[str], seed: int = 0,
+          repairs_per_task: int | None = None) -> list[Judged]:
+  """The mutants of `task_ids` (never the eval split) the environment
+  failed, in task order. repairs_per_task: at most this many mutations per
+  task (a seeded choice; None: every applicable one), each one env call."""
   corpus.check_training_only(task_ids)
-  examples, requests, meta = [], [], []
+  requests, kinds = [], []
   for task_id in task_ids:
     source = kernels_pallas.get_task(task_id).solution_candidate_source
-    solution = solution_text(task_id)
-    examples.append(solution_example(tokenizer, task_id, stop_id))
     mutants = sorted(mutations.mutate_all(source, seed).items())
     if repairs_per_task is not None and len(mutants) > repairs_per_task:
       rng = random.Random(f"{seed}:{task_id}")
       mutants = sorted(rng.sample(mutants, repairs_per_task))
     for name, mutated in mutants:
       requests.append((task_id, fence(mutated)))
-      meta.append((task_id, name, solution))
-  for (task_id, name, solution), request, verdict in zip(
-      meta, requests, env.evaluate(requests)):
-    if verdict.status in (Status.OK, Status.HARNESS_ERROR):
-      continue  # a harmless mutation, or nothing real to learn from
-    history = [prompts.Attempt(request[1], verdict.feedback)]
-    examples.append(example(tokenizer, task_id, name, history, solution, stop_id))
+      kinds.append(name)
+  return [Judged(task_id, name, text, verdict.feedback)
+          for (task_id, text), name, verdict in zip(
+              requests, kinds, env.evaluate(requests))
+          # ok: a harmless mutation; harness_error: nothing real to learn
+          if verdict.status not in (Status.OK, Status.HARNESS_ERROR)]
+
+
+def build(tokenizer: Any, task_ids: Sequence[str], judged: Sequence[Judged],
+          stop_id: int) -> list[Example]:
+  """Each task's solution example, then a repair example per judged mutant
+  (its prompt holds the mutant and its feedback; the answer: the solution)."""
+  corpus.check_training_only(task_ids)
+  examples = [solution_example(tokenizer, t, stop_id) for t in task_ids]
+  for j in judged:
+    history = [prompts.Attempt(j.candidate, j.feedback)]
+    examples.append(example(tokenizer, j.task_id, j.kind, history,
+                            solution_text(j.task_id), stop_id))
   return examples

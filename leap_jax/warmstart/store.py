@@ -8,8 +8,9 @@ DIR/stage1.json     the first stage's info, so a crash in the second one
 DIR/warmstart.json  what made it (settings, task ids), its losses and timings;
                     written last, so a directory without it is incomplete.
 
-Stages: (1) tokenizer, solution and mutation-repair examples judged by the
-environment, fine-tuning from random init; (2, when sft.self_repair_steps > 0)
+Stages: (1) mutants judged by the environment, the tokenizer (on the task
+texts, and with sft.tokenizer_feedback on the mutants' feedback too),
+solution and repair examples, fine-tuning from random init; (2, when sft.self_repair_steps > 0)
 self_repair.py: the stage-1 policy's own turn-1 failures on training specs it
 did not see, with their real feedback, fine-tuned on beside the solutions.
 
@@ -48,7 +49,7 @@ OWN_ENTRIES = ("tokenizer", "params", INFO_FILE, INFO_FILE + ".tmp",
 MODEL_FIELDS = ("vocab_size", "embed_dim", "num_layers", "num_heads",
                 "num_kv_heads", "head_dim", "mlp_dim", "max_position", "dtype")
 SFT_FIELDS = ("steps", "batch_tokens", "learning_rate", "warmup_steps", "seq_len")
-DATA_FIELDS = ("repairs_per_task", "split_lines")
+DATA_FIELDS = ("repairs_per_task", "split_lines", "tokenizer_feedback")
 SELF_REPAIR_FIELDS = ("self_repair_steps", "self_repair_samples",
                       "self_repair_learning_rate")
 # Stage 2's answers come from its own sampling: these draw them.
@@ -56,7 +57,7 @@ SELF_REPAIR_SEED_OFFSET = 1000
 SELF_REPAIR_PROMPTS_PER_CALL = 16
 # Settings added after warm starts were made: a stored warm start without
 # one was made with its default.
-ADDED_DEFAULTS = {"sft": {"split_lines": False}}
+ADDED_DEFAULTS = {"sft": {"split_lines": False, "tokenizer_feedback": False}}
 
 
 def warm_start_seed(config: ml_collections.ConfigDict) -> int:
@@ -170,10 +171,8 @@ def load(directory: str, config: ml_collections.ConfigDict,
   if info is None:
     raise WarmStartError(f"no finished warm start in {directory} "
                          f"(make one: python launch/sft.py --config=...)")
-  stored = info["settings"]
-  for block, defaults in ADDED_DEFAULTS.items():
-    stored[block] = {**defaults, **stored.get(block, {})}
-  diff = _first_difference(settings(config, task_ids), stored)
+  diff = _first_difference(settings(config, task_ids),
+                           _with_added_defaults(info["settings"]))
   if diff:
     raise WarmStartError(
         f"the warm start in {directory} was made with other settings ({diff}); "
@@ -230,11 +229,16 @@ def _clear(directory: str) -> None:
     shutil.rmtree(directory)  # an incomplete earlier attempt
 
 
+def _with_added_defaults(stored: dict[str, Any]) -> dict[str, Any]:
+  return {**stored, **{block: {**defaults, **stored.get(block, {})}
+                       for block, defaults in ADDED_DEFAULTS.items()}}
+
+
 def _resumable_stage1(directory: str, want: dict[str, Any]
                       ) -> dict[str, Any] | None:
   stage1 = read_info(directory, STAGE1_FILE)
-  if stage1 is None or _first_difference(_stage1_settings(want),
-                                         stage1.pop("settings")):
+  if stage1 is None or _first_difference(
+      _stage1_settings(want), _with_added_defaults(stage1.pop("settings"))):
     return None
   return stage1
 
@@ -257,15 +261,18 @@ def _stage1(directory: str, config: ml_collections.ConfigDict,
   start = time.monotonic()
   task_ids, seed = want["task_ids"], want["seed"]
   tasks = [kernels_pallas.get_task(t) for t in task_ids]
+  t = time.monotonic()
+  # Judged before the tokenizer is trained: their feedback may train it.
+  judged = sft_data.judge(env, task_ids, seed, config.sft.repairs_per_task)
+  texts = corpus.task_texts(tasks)
+  if config.sft.get("tokenizer_feedback", False):
+    texts += corpus.feedback_texts(judged)
   tokenizer = embedded_tokenizer.train(
-      corpus.task_texts(tasks), config.model.vocab_size,
-      os.path.join(directory, "tokenizer"),
+      texts, config.model.vocab_size, os.path.join(directory, "tokenizer"),
       split_lines=config.sft.get("split_lines", False))
   stop_id = embedded_tokenizer.stop_token_ids(tokenizer)[0]
   _LOG.info("warm start: tokenizer of %d tokens trained", len(tokenizer))
-  t = time.monotonic()
-  examples = sft_data.build(tokenizer, env, task_ids, stop_id, seed,
-                            config.sft.repairs_per_task)
+  examples = sft_data.build(tokenizer, task_ids, judged, stop_id)
   seconds_data = time.monotonic() - t
   kinds = collections.Counter(e.kind for e in examples)
   _LOG.info("warm start: %d examples (%s) in %.0f s", len(examples),

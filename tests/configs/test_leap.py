@@ -71,6 +71,15 @@ def test_the_default_revisits_sixteen_level1_tasks_from_a_warm_start_on_all():
   assert not leap.get_config("hf").sft.tasks
 
 
+def test_only_the_generated_families_learn_the_feedback_in_the_tokenizer():
+  """The testbed's warm starts (and so the benchmark's) train the tokenizer
+  on the feedback too; the level-1 default keeps the warm start it was
+  measured with."""
+  on = {v: leap.get_config(v).sft.tokenizer_feedback for v in leap.VARIANTS}
+  assert on == {"": False, "testbed": True, "bench": True, "smollm2": False,
+                "hf": False, "smoke": False}
+
+
 def test_smoke_dumps_every_step_and_evaluates_at_its_last():
   config = leap.get_config("smoke")
   assert config.rollouts_every == 1 and config.eval_every == config.num_steps

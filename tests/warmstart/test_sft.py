@@ -31,7 +31,8 @@ def tok(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def examples(tok):
-  return sft_data.build(tok, _ScriptedEnv(), TASKS, embedded.stop_token_ids(tok)[0])
+  return sft_data.build(tok, TASKS, sft_data.judge(_ScriptedEnv(), TASKS),
+                        embedded.stop_token_ids(tok)[0])
 
 
 def test_examples_hold_solutions_and_real_feedback(tok, examples):
@@ -49,7 +50,9 @@ def test_examples_hold_solutions_and_real_feedback(tok, examples):
 
 def test_eval_tasks_are_refused(tok):
   with pytest.raises(ValueError, match="eval"):
-    sft_data.build(tok, _ScriptedEnv(), ["level1/softmax"], 0)
+    sft_data.judge(_ScriptedEnv(), ["level1/softmax"])
+  with pytest.raises(ValueError, match="eval"):
+    sft_data.build(tok, ["level1/softmax"], [], 0)
 
 
 def test_training_lowers_the_answer_loss(tok, examples):
@@ -70,12 +73,11 @@ def test_generated_tasks_get_solution_and_repair_examples(tmp_path):
   task_ids = kernels_pallas.resolve_tasks("gen:train:2")
   texts = corpus.task_texts([kernels_pallas.get_task(t) for t in task_ids])
   tok = embedded.train(texts, 400, tmp_path, split_lines=True)
-  examples = sft_data.build(tok, _ScriptedEnv(), task_ids,
-                            embedded.stop_token_ids(tok)[0],
-                            repairs_per_task=2)
+  judged = sft_data.judge(_ScriptedEnv(), task_ids, repairs_per_task=2)
+  examples = sft_data.build(tok, task_ids, judged,
+                            embedded.stop_token_ids(tok)[0])
   assert [e.kind for e in examples].count("solution") == 2
   assert {e.task_id for e in examples} == set(task_ids)
   assert len(examples) == 2 + 2 * 2 - 1  # the env called the first mutant ok
   with pytest.raises(ValueError, match="eval"):
-    sft_data.build(tok, _ScriptedEnv(), kernels_pallas.resolve_tasks(
-        "gen:eval:1"), 0)
+    sft_data.judge(_ScriptedEnv(), kernels_pallas.resolve_tasks("gen:eval:1"))

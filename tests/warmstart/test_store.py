@@ -114,7 +114,8 @@ def test_a_setting_added_later_reads_as_its_default(made, tmp_path):
   with open(path) as f:
     info = json.load(f)
   old = json.loads(json.dumps(info))
-  del old["settings"]["sft"]["split_lines"]  # made before the field existed
+  for field in store.ADDED_DEFAULTS["sft"]:  # made before the fields existed
+    del old["settings"]["sft"][field]
   with open(path, "w") as f:
     json.dump(old, f)
   try:
@@ -185,6 +186,30 @@ def test_self_repair_stage_adds_its_examples_and_steps(tmp_path):
   off.sft.self_repair_steps = 0
   with pytest.raises(store.WarmStartError, match="self_repair"):
     store.load(directory, off, TASKS)
+
+
+def test_the_tokenizer_learns_the_feedback_when_asked(made, tmp_path):
+  """sft.tokenizer_feedback: the env's feedback joins the tokenizer's corpus
+  (fewer tokens for it than the default tokenizer's); off, the tokenizer is
+  the task texts' alone, as before the setting existed."""
+  from leap_jax.warmstart import corpus
+  from leap_jax.warmstart import tokenizer as embedded
+  import kernels_pallas
+  directory, config, _ = made
+  feedback = _WrongEnv().evaluate([("level1/relu", "")])[0].feedback
+  _, _, _, plain = store.load(directory, config, TASKS)
+  alone = embedded.train(corpus.task_texts(
+      [kernels_pallas.get_task(t) for t in TASKS]), config.model.vocab_size,
+                         tmp_path / "alone")
+  assert plain.get_vocab() == alone.get_vocab()
+  learnt_dir = str(tmp_path / "w")
+  learnt_config = _config(learnt_dir)
+  learnt_config.sft.tokenizer_feedback = True
+  store.make(learnt_dir, learnt_config, TASKS, _WrongEnv())
+  _, _, _, learnt = store.load(learnt_dir, learnt_config, TASKS)
+  assert len(learnt.encode(feedback)) < len(plain.encode(feedback)) / 2
+  with pytest.raises(store.WarmStartError, match="sft.tokenizer_feedback"):
+    store.load(learnt_dir, config, TASKS)
 
 
 def test_self_repair_stage_resumes_after_a_crash(tmp_path):
