@@ -10,9 +10,10 @@ DIR/warmstart.json  what made it (settings, task ids), its losses and timings;
 
 Stages: (1) mutants judged by the environment, the tokenizer (on the task
 texts, and with sft.tokenizer_feedback on the mutants' feedback too),
-solution and repair examples, fine-tuning from random init; (2, when sft.self_repair_steps > 0)
-self_repair.py: the stage-1 policy's own turn-1 failures on training specs it
-did not see, with their real feedback, fine-tuned on beside the solutions.
+solution and repair examples, fine-tuning from random init; (2, when
+sft.self_repair_steps > 0) self_repair.py: the stage-1 policy's own turn-1
+failures on training specs it did not see, with their real feedback,
+fine-tuned on beside the solutions.
 
 A directory made with other settings is never used silently: loading it is
 an error naming the first setting that differs.
