@@ -170,6 +170,9 @@ def sft_config() -> ml_collections.ConfigDict:
   # The tokenizer also learns the feedback the repair examples got (else
   # it is spelt in letter pairs: about 1.7 characters a token).
   sft.tokenizer_feedback = False
+  # Training specs (less sft.tasks) whose mutants give repair examples and
+  # no solution example is learnt: there the attempt is the evidence.
+  sft.repair_only_tasks = ""
   sft.dir = "runs/warmstart"     # cached here; train.py makes it if missing
   # The warm start's seed (tokenizer data, init, SFT order, stage 2's
   # samples, its trial inputs); -1: config.seed. Fixed, RL seeds can share

@@ -82,7 +82,8 @@ def judge(env: Any, task_ids: Sequence[str], seed: int = 0,
 def build(tokenizer: Any, task_ids: Sequence[str], judged: Sequence[Judged],
           stop_id: int) -> list[Example]:
   """Each task's solution example, then a repair example per judged mutant
-  (its prompt holds the mutant and its feedback; the answer: the solution)."""
+  (its prompt holds the mutant and its feedback; the answer: the solution).
+  A judged mutant of a task not in task_ids gives its repair example only."""
   corpus.check_training_only(task_ids)
   examples = [solution_example(tokenizer, t, stop_id) for t in task_ids]
   for j in judged:

@@ -10,7 +10,8 @@ DIR/warmstart.json  what made it (settings, task ids), its losses and timings;
 
 Stages: (1) mutants judged by the environment, the tokenizer (on the task
 texts, and with sft.tokenizer_feedback on the mutants' feedback too),
-solution and repair examples, fine-tuning from random init; (2, when
+solution and repair examples (with sft.repair_only_tasks, repair examples
+alone for those specs), fine-tuning from random init; (2, when
 sft.self_repair_steps > 0) self_repair.py: the stage-1 policy's own turn-1
 failures on training specs it did not see, with their real feedback,
 fine-tuned on beside the solutions.
@@ -92,6 +93,32 @@ def warm_start_tasks(config: ml_collections.ConfigDict,
     raise ValueError(f"sft.tasks: {e}") from None
 
 
+def repair_only_tasks(config: ml_collections.ConfigDict,
+                      run_task_ids: Sequence[str]) -> list[str]:
+  """Specs that give repair examples and no solution example:
+  config.sft.repair_only_tasks (training split) less the warm start's own.
+
+  Why: a spec whose solution example the warm start learns is answered from
+  its task text alone, so its repair examples never need the attempt; on
+  a spec seen only through repairs the attempt is the best evidence there
+  is, which is what a held-out spec's repair needs (WORKSPACE.md, stop 42).
+  """
+  spec = config.sft.get("repair_only_tasks", "")
+  if not spec:
+    return []
+  try:
+    pool = kernels_pallas.resolve_tasks(spec, split="train")
+  except ValueError as e:
+    raise ValueError(f"sft.repair_only_tasks: {e}") from None
+  seen = set(warm_start_tasks(config, run_task_ids))
+  tasks = [t for t in pool if t not in seen]
+  if not tasks:
+    raise ValueError(f"sft.repair_only_tasks ({spec}) holds only specs the "
+                     f"warm start learns solutions of: name others or set "
+                     f"it to \"\"")
+  return tasks
+
+
 def self_repair_tasks(config: ml_collections.ConfigDict,
                       run_task_ids: Sequence[str]) -> list[str]:
   """Stage 2's specs: config.sft.self_repair_tasks (training split; "": the
@@ -104,7 +131,8 @@ def self_repair_tasks(config: ml_collections.ConfigDict,
             else list(run_task_ids))
   except ValueError as e:
     raise ValueError(f"sft.self_repair_tasks: {e}") from None
-  seen = set(warm_start_tasks(config, run_task_ids))
+  seen = set(warm_start_tasks(config, run_task_ids)) | set(
+      repair_only_tasks(config, run_task_ids))
   tasks = [t for t in pool if t not in seen]
   if not tasks:
     raise ValueError(
@@ -129,6 +157,10 @@ def settings(config: ml_collections.ConfigDict,
          "param_layout": transformer.PARAM_LAYOUT,
          "sft": sft_block,
          "task_ids": warm_start_tasks(config, run_task_ids)}
+  # Only when set, so warm starts made before the setting still load.
+  repair_only = repair_only_tasks(config, run_task_ids)
+  if repair_only:
+    out["repair_only_task_ids"] = repair_only
   repair_tasks = self_repair_tasks(config, run_task_ids)
   if repair_tasks:
     out["self_repair"] = {**{f: config.sft[f] for f in SELF_REPAIR_FIELDS},
@@ -194,6 +226,7 @@ def make(directory: str, config: ml_collections.ConfigDict,
   start = time.monotonic()
   want = settings(config, task_ids)
   corpus.check_training_only(want["task_ids"])
+  corpus.check_training_only(want.get("repair_only_task_ids", []))
   if "self_repair" in want:
     corpus.check_training_only(want["self_repair"]["task_ids"])
     if make_repair_env is None:
@@ -261,10 +294,11 @@ def _stage1(directory: str, config: ml_collections.ConfigDict,
   """Tokenizer, SFT data (real env feedback), fine-tuning from init."""
   start = time.monotonic()
   task_ids, seed = want["task_ids"], want["seed"]
-  tasks = [kernels_pallas.get_task(t) for t in task_ids]
+  judged_ids = task_ids + want.get("repair_only_task_ids", [])
+  tasks = [kernels_pallas.get_task(t) for t in judged_ids]
   t = time.monotonic()
   # Judged before the tokenizer is trained: their feedback may train it.
-  judged = sft_data.judge(env, task_ids, seed, config.sft.repairs_per_task)
+  judged = sft_data.judge(env, judged_ids, seed, config.sft.repairs_per_task)
   texts = corpus.task_texts(tasks)
   if config.sft.get("tokenizer_feedback", False):
     texts += corpus.feedback_texts(judged)

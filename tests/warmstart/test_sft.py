@@ -81,3 +81,17 @@ def test_generated_tasks_get_solution_and_repair_examples(tmp_path):
   assert len(examples) == 2 + 2 * 2 - 1  # the env called the first mutant ok
   with pytest.raises(ValueError, match="eval"):
     sft_data.judge(_ScriptedEnv(), kernels_pallas.resolve_tasks("gen:eval:1"))
+
+
+def test_a_task_judged_but_not_built_gives_repairs_only(tok, examples):
+  """build(task_ids=[relu]) with row_sum's mutants judged too: row_sum
+  appears only as repairs (sft.repair_only_tasks), relu as before."""
+  judged = sft_data.judge(_ScriptedEnv(), TASKS)
+  only_relu = sft_data.build(tok, TASKS[:1], judged,
+                             embedded.stop_token_ids(tok)[0])
+  row_sum = [e for e in only_relu if e.task_id == TASKS[1]]
+  assert row_sum and all(e.kind != "solution" for e in row_sum)
+  assert row_sum == [e for e in examples if e.task_id == TASKS[1]
+                     and e.kind != "solution"]
+  assert [e for e in only_relu if e.task_id == TASKS[0]] == [
+      e for e in examples if e.task_id == TASKS[0]]

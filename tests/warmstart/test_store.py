@@ -212,6 +212,40 @@ def test_the_tokenizer_learns_the_feedback_when_asked(made, tmp_path):
     store.load(learnt_dir, config, TASKS)
 
 
+def test_repair_only_specs_give_repairs_and_no_solution(made, tmp_path):
+  """sft.repair_only_tasks: those specs' mutants are judged and learnt as
+  repairs, their solutions never as a solution example; part of the warm
+  start's identity, and no longer unseen for stage 2."""
+  _, _, both = made  # relu and abs each with a solution and repairs
+  directory = str(tmp_path / "w")
+  config = _config(directory)
+  config.sft.update(tasks="level1/relu", repair_only_tasks="level1/abs")
+  assert store.settings(config, TASKS)["repair_only_task_ids"] == [
+      "level1/abs"]
+  info = store.make(directory, config, TASKS, _WrongEnv())
+  assert info["examples"]["solution"] == 1
+  assert ({k: n for k, n in info["examples"].items() if k != "solution"}
+          == {k: n for k, n in both["examples"].items() if k != "solution"})
+  store.load(directory, config, TASKS)
+  unset = _config(directory)
+  unset.sft.tasks = "level1/relu"
+  with pytest.raises(store.WarmStartError, match="repair_only_task_ids"):
+    store.load(directory, unset, TASKS)
+  config.sft.self_repair_steps = 2  # abs is seen now: nothing left unseen
+  with pytest.raises(ValueError, match="self_repair_tasks.*memorised"):
+    store.settings(config, TASKS)
+
+
+def test_repair_only_specs_must_be_other_training_specs(tmp_path):
+  config = _config(tmp_path)
+  config.sft.repair_only_tasks = "level1/relu"  # sft.tasks "": relu is seen
+  with pytest.raises(ValueError, match="repair_only_tasks.*solutions of"):
+    store.settings(config, TASKS)
+  config.sft.repair_only_tasks = "gen:eval:2"
+  with pytest.raises(ValueError, match="sft.repair_only_tasks.*held out"):
+    store.settings(config, TASKS)
+
+
 def test_self_repair_stage_resumes_after_a_crash(tmp_path):
   directory = str(tmp_path / "w")
   config = _self_repair_config(directory)
