@@ -18,6 +18,7 @@ Two yardsticks for repairs in activated groups:
 from __future__ import annotations
 
 import collections
+import difflib
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -105,12 +106,17 @@ def paired_repairs(ok_PGT: np.ndarray, bare_ok_PGT: np.ndarray,
   bare_PG = failed_PG & bare_ok_PGT[:, :, 1:].any(axis=2)
   only_fb, only_bare = int((with_PG & ~bare_PG).sum()), int(
       (bare_PG & ~with_PG).sum())
-  n, k = only_fb + only_bare, min(only_fb, only_bare)
-  # P(X <= k) for X ~ Binomial(n, 1/2), doubled.
-  tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n if n else 1.0
   return {"failed": int(failed_PG.sum()), "feedback_only": only_fb,
           "bare_only": only_bare, "both": int((with_PG & bare_PG).sum()),
-          "p": min(1.0, 2 * tail)}
+          "p": sign_test(only_fb, only_bare)}
+
+
+def sign_test(wins: int, losses: int) -> float:
+  """Exact two-sided sign test: P(X <= min) for X ~ Binomial(wins +
+  losses, 1/2), doubled (1.0 with no discordant pair)."""
+  n, k = wins + losses, min(wins, losses)
+  tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n if n else 1.0
+  return min(1.0, 2 * tail)
 
 
 class _Relabelled:
@@ -162,6 +168,29 @@ def turn1_failures(ro: Any) -> dict[str, int]:
   return turn1_statuses(ro, failures_only=True)
 
 
+NEAR_COPY_RATIO = 0.95
+
+
+def turn2_copies(ro: Any) -> dict[str, int]:
+  """Turn-2 answers of failed turn-1 trajectories: how many repeat the
+  turn-1 answer exactly, how many are near copies (difflib ratio >
+  NEAR_COPY_RATIO): a repair that copies the attempt cannot beat a fresh
+  sample."""
+  by = {(r.p, r.g, r.t): r for r in ro.records}
+  out = {"answers": 0, "identical": 0, "near": 0}
+  for (p, g, t), second in by.items():
+    first = by[(p, g, 0)]
+    if t != 1 or first.verdict.correct:
+      continue
+    a, b = first.completion.text, second.completion.text
+    out["answers"] += 1
+    if a == b:
+      out["identical"] += 1
+    elif difflib.SequenceMatcher(None, a, b).ratio() > NEAR_COPY_RATIO:
+      out["near"] += 1
+  return out
+
+
 def analyse(policy: Any, params: Any, env: Any, task_ids: Sequence[str],
             cfg: Any, num_samples: int = 8, seed: int = 0,
             prompts_per_call: int = 8) -> dict[str, Any]:
@@ -193,6 +222,8 @@ def analyse(policy: Any, params: Any, env: Any, task_ids: Sequence[str],
           "bare_feedback": summary(without.ok_PGT, t_min, t_max),
           "turn1_same_share": same_turn1,
           "turn1_failures": turn1_failures(with_feedback),
+          "turn2_copies": {"feedback": turn2_copies(with_feedback),
+                           "bare_feedback": turn2_copies(without)},
           "env_calls": judge.env_calls + bare.env_calls,
           "ok_PGT": with_feedback.ok_PGT, "bare_ok_PGT": without.ok_PGT}
 
@@ -214,6 +245,19 @@ def _paired_line(paired: dict[str, Any] | None) -> str:
           f"failures): repaired with feedback only {paired['feedback_only']}, "
           f"with bare \"{BARE_FEEDBACK}\" only {paired['bare_only']}, both "
           f"{paired['both']}; sign test p = {paired['p']:.3g}")
+
+
+def _copies_lines(copies: dict[str, dict[str, int]] | None) -> list[str]:
+  if not copies:
+    return []
+  parts = []
+  for key, name in (("feedback", "with feedback"),
+                    ("bare_feedback", f'with bare "{BARE_FEEDBACK}"')):
+    c = copies[key]
+    parts.append(f"{name} {c['identical']} identical, {c['near']} near "
+                 f"copies of {c['answers']}")
+  return [f"turn-2 answers after a failed turn 1 (near: difflib ratio > "
+          f"{NEAR_COPY_RATIO}): " + "; ".join(parts)]
 
 
 def format_report(result: dict[str, Any]) -> str:
@@ -245,6 +289,7 @@ def format_report(result: dict[str, Any]) -> str:
       _paired_line(result["paired"]),
       f"turn-1 successes per task (of {g}): {fb['turn1_successes_per_task']}",
       f"turn-1 failures by status: {result['turn1_failures']}",
+      *_copies_lines(result.get("turn2_copies")),
       f"({result['tasks']} tasks x {g} samples x up to {result['turns']} "
       f"turns, twice; {result['env_calls']} environment calls; turn-1 "
       f"verdicts equal in both runs: {100 * result['turn1_same_share']:.1f}%)"]

@@ -147,6 +147,34 @@ def test_turn1_statuses_count_turn1_answers_only():
   assert analysis.turn1_failures(ro) == {"wrong_output": 2}
 
 
+def _record(p, g, t, text, correct):
+  verdict = Verdict("x", Status.OK if correct else Status.WRONG_OUTPUT, "")
+  completion = type("C", (), {"text": text})()
+  return type("T", (), {"p": p, "g": g, "t": t, "completion": completion,
+                        "verdict": verdict})()
+
+
+def test_turn2_copies_counts_failed_trajectories_only():
+  body = "h = x\n" * 40
+  records = [_record(0, 0, 0, body, False), _record(0, 0, 1, body, False),
+             _record(0, 1, 0, body, False),
+             _record(0, 1, 1, body + "h = -h\n", True),  # ratio 0.99
+             _record(0, 2, 0, body, False), _record(0, 2, 1, "other", False),
+             _record(0, 3, 0, body, True),  # solved: no turn 2 counted
+             _record(0, 3, 1, body, True)]
+  ro = type("R", (), {"records": records})()
+  assert analysis.turn2_copies(ro) == {"answers": 3, "identical": 1,
+                                       "near": 1}
+  summary = analysis.summary(OK, 4, 7)
+  result = {"samples": 8, "t_min": 4, "t_max": 7, "turns": 3, "tasks": 4,
+            "paired": None, "feedback": summary, "bare_feedback": summary,
+            "turn1_failures": {}, "env_calls": 10, "turn1_same_share": 0.9,
+            "turn2_copies": {"feedback": analysis.turn2_copies(ro),
+                             "bare_feedback": analysis.turn2_copies(ro)}}
+  assert ("with feedback 1 identical, 1 near copies of 3"
+          in analysis.format_report(result))
+
+
 def test_report_says_when_the_runs_are_not_paired():
   summary = analysis.summary(OK, 4, 7)
   result = {"samples": 8, "t_min": 4, "t_max": 7, "turns": 3, "tasks": 4,
@@ -188,6 +216,8 @@ def test_analyse_groups_both_runs_with_dcp_bounds_of_its_g(tiny_policy):
   assert result["turn1_same_share"] == 1.0
   assert result["paired"]["failed"] == 4  # abs's, hopeless
   assert result["turn1_failures"] == {"wrong_output": 4}
+  # abs's 4 failures each have a turn 2 in both runs.
+  assert result["turn2_copies"]["feedback"]["answers"] == 4
 
   # Each distinct (task, answer) is judged once over both runs: relu turn 1,
   # abs turns 1 and 2, abs turn 2 after bare feedback, 4 samples each.
