@@ -16,7 +16,6 @@ trainer's own evaluation of that step (of a run on one process).
 """
 
 import contextlib
-import functools
 import json
 import os
 
@@ -54,7 +53,7 @@ def main(argv):
   cli.quiet_logging()
   import ml_collections  # pylint: disable=g-import-not-at-top
   import kernels_pallas  # pylint: disable=g-import-not-at-top
-  from leap_jax import evaluation, policy as policy_lib, run_log, run_state, task_stream, trainer  # pylint: disable=g-import-not-at-top
+  from leap_jax import evaluation, run_log, run_state, task_stream, trainer  # pylint: disable=g-import-not-at-top
   from leap_jax.checkpoints import Checkpoints, CheckpointError  # pylint: disable=g-import-not-at-top
   from leap_jax.warmstart.store import WarmStartError  # pylint: disable=g-import-not-at-top
 
@@ -79,8 +78,7 @@ def main(argv):
       input_seed = _INPUT_SEED.value if _INPUT_SEED.value >= 0 else None
       with trainer.make_env(config) as env:
         interpret = env.interpret
-        policy = policy_lib.load(config, train_tasks,
-                                 functools.partial(trainer.make_env, config))
+        policy = trainer.load_policy(config)
         # The parameters alone: the optimizer state is never read.
         state, _, step = ckpt.restore(
             {"params": run_state.abstract_of(policy.params)}, step)

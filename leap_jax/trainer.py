@@ -97,6 +97,13 @@ def make_env(config: ml_collections.ConfigDict, trusted: bool = False,
       config.env, jobs_per_worker=64 if trusted else 1, input_seed=input_seed))
 
 
+def load_policy(config: ml_collections.ConfigDict) -> policy_lib.LoadedPolicy:
+  """The policy a run of `config` starts from: its training tasks' warm
+  start (made first when sft.dir has none) or its checkpoint's weights."""
+  return policy_lib.load(config, task_stream.training_tasks(config.train_tasks),
+                         functools.partial(make_env, config))
+
+
 class Trainer:
   """Sets up policy, environment and optimizer; `run()` trains to num_steps.
 

@@ -1,10 +1,10 @@
 """Does repair read the feedback? One-line bugs with a known fix.
 
-benchmarks/step0.py measures repair on the policy's own turn-1 failures,
-whose fix is unknown and often more than a line. Here every attempt is a
-correct solution with one bug planted (warmstart/mutations.py) and the
-environment's real feedback on it, so a repair needs the one line the
-feedback points at and a copy of the rest. Each mutant's repair prompt is
+analysis.py measures repair on the policy's own turn-1 failures, whose
+fix is unknown and often more than a line. Here (benchmarks/step0.py
+--planted) every attempt is a correct solution with one bug planted
+(warmstart/mutations.py) and the environment's real feedback on it, so a
+repair needs the one line the feedback points at and a copy of the rest. Each mutant's repair prompt is
 sampled with its feedback and with a bare "wrong", and both are set beside
 fresh turn-1 samples of the same tasks: a repair that reads the feedback
 beats both; one that ignores the attempt does as well as a fresh sample.
