@@ -4,10 +4,11 @@ analysis.py measures repair on the policy's own turn-1 failures, whose
 fix is unknown and often more than a line. Here (benchmarks/step0.py
 --planted) every attempt is a correct solution with one bug planted
 (warmstart/mutations.py) and the environment's real feedback on it, so a
-repair needs the one line the feedback points at and a copy of the rest. Each mutant's repair prompt is
-sampled with its feedback and with a bare "wrong", and both are set beside
-fresh turn-1 samples of the same tasks: a repair that reads the feedback
-beats both; one that ignores the attempt does as well as a fresh sample.
+repair needs the one line the feedback points at and a copy of the rest.
+Each mutant's repair prompt is sampled with its feedback and with a bare
+"wrong", and both are set beside fresh turn-1 samples of the same tasks: a
+repair that reads the feedback beats both; one that ignores the attempt
+does as well as a fresh sample.
 """
 
 from __future__ import annotations
@@ -19,28 +20,10 @@ from typing import Any
 import jax
 import numpy as np
 
-import kernels_pallas
-from leap_jax.env.candidate import fence
-from leap_jax.env.verdict import Status
 from leap_jax.rl.prompts import Attempt, PromptBuilder
-from leap_jax.warmstart import mutations
+from leap_jax.warmstart import sft_data
 from leap_jax.warmstart.analysis import (BARE_FEEDBACK, CachingJudge,
                                          sign_test)
-
-
-def planted(judge: Any, task_ids: Sequence[str], seed: int
-            ) -> list[tuple[str, str, str, str]]:
-  """(task_id, mutation, fenced mutant, feedback) for every mutant of each
-  task's solution the environment fails (ok and harness errors left out)."""
-  requests, kinds = [], []
-  for task_id in task_ids:
-    source = kernels_pallas.get_task(task_id).solution_candidate_source
-    for name, mutant in sorted(mutations.mutate_all(source, seed).items()):
-      requests.append((task_id, fence(mutant)))
-      kinds.append(name)
-  return [(t, kind, text, v.feedback)
-          for (t, text), kind, v in zip(requests, kinds, judge.evaluate(requests))
-          if v.status not in (Status.OK, Status.HARNESS_ERROR)]
 
 
 def _sample(policy: Any, prompts: list[list[int]], num_samples: int,
@@ -60,7 +43,7 @@ def measure(policy: Any, params: Any, env: Any, task_ids: Sequence[str],
   and per mutation); `paired`: mutants where the feedback repaired more of
   the num_samples samples than bare "wrong", fewer, and the sign test."""
   judge = CachingJudge(env)
-  mutants = planted(judge, task_ids, seed)
+  mutants = sft_data.judge_any_split(judge, task_ids, seed)
   if not mutants:
     raise ValueError("no mutant of these tasks failed: nothing to repair")
   sampler = policy.sampler_policy(params, cfg)
@@ -73,19 +56,19 @@ def measure(policy: Any, params: Any, env: Any, task_ids: Sequence[str],
       [(task_ids[i // num_samples], c.text) for i, c in enumerate(fresh)])]
   ok_by_arm = {}
   for arm, key in (("feedback", 1), ("bare_feedback", 2)):
-    prompts = [builder.encode(t, [Attempt(text, BARE_FEEDBACK if key == 2
-                                          else feedback)])
-               for t, _, text, feedback in mutants]
+    prompts = [builder.encode(m.task_id, [Attempt(
+                   m.candidate, BARE_FEEDBACK if key == 2 else m.feedback)])
+               for m in mutants]
     answers = _sample(sampler, prompts, num_samples,
                       jax.random.fold_in(rng, key), prompts_per_call)
-    verdicts = judge.evaluate([(mutants[i // num_samples][0], c.text)
+    verdicts = judge.evaluate([(mutants[i // num_samples].task_id, c.text)
                                for i, c in enumerate(answers)])
     ok_by_arm[arm] = np.array([v.correct for v in verdicts]).reshape(
         len(mutants), num_samples)
   out = {"tasks": len(task_ids), "samples": num_samples,
          "mutants": len(mutants), "fresh_acc": float(np.mean(fresh_ok)),
          "env_calls": judge.env_calls}
-  kinds = [kind for _, kind, _, _ in mutants]
+  kinds = [m.kind for m in mutants]
   for arm, ok_MS in ok_by_arm.items():
     by_kind = collections.defaultdict(list)
     for kind, row in zip(kinds, ok_MS):

@@ -62,6 +62,13 @@ def judge(env: Any, task_ids: Sequence[str], seed: int = 0,
   failed, in task order. repairs_per_task: at most this many mutations per
   task (a seeded choice; None: every applicable one), each one env call."""
   corpus.check_training_only(task_ids)
+  return judge_any_split(env, task_ids, seed, repairs_per_task)
+
+
+def judge_any_split(env: Any, task_ids: Sequence[str], seed: int = 0,
+                    repairs_per_task: int | None = None) -> list[Judged]:
+  """judge() without the split check: for measuring a policy on held-out
+  tasks (mutant_repair.py), never for training data."""
   requests, kinds = [], []
   for task_id in task_ids:
     source = kernels_pallas.get_task(task_id).solution_candidate_source
