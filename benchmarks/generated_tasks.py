@@ -26,7 +26,7 @@ from leap_jax.cli import fail, quiet_logging  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", os.path.join(os.path.dirname(__file__), "..", "configs",
-                           "leap.py") + ":testbed", "Run config (its env block).")
+                           "leap.py"), "Run config (its env block).")
 _TASKS = flags.DEFINE_string("tasks", "gen:all", "Task set to check.")
 _REUSE = flags.DEFINE_bool("reuse_workers", False,
                            "Recycled workers (trusted code: ours).")

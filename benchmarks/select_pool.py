@@ -11,8 +11,8 @@ it on frozen controls (--config.rl.learning_rate=0) so the tally is the
 warm starts'. The pool (comma-separated ids, sorted) goes to stdout, or
 --out; feed it to `leap_vs_full.py --eval_split=<pool>
 --extra=--config.train_tasks=<pool>` (WORKSPACE.md, "The testbed").
-configs/leap.py's LEVEL1_MIXED is `--workdir=<the frozen level-1 runs of
-seeds 0-2> --count=16`. Per-family counts go to stderr.
+configs/leap.py's LEVEL1_MIXED (`:level1`) is `--workdir=<the frozen
+level-1 runs of seeds 0-2> --count=16`. Per-family counts go to stderr.
 """
 
 import collections

@@ -1,6 +1,6 @@
 """A policy at step 0 on held-out tasks: what LEAP has to work with.
 
-  python benchmarks/step0.py [--config=configs/leap.py:testbed]
+  python benchmarks/step0.py [--config=configs/leap.py]
       [--tasks=gen:eval:48] [--num_samples=8] [--turns=3] [--planted] [--json]
 
 Samples num_samples trajectories of up to `turns` turns per task, unpruned,
@@ -33,7 +33,7 @@ from leap_jax.cli import absolute_paths, fail, quiet_logging  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", os.path.join(os.path.dirname(__file__), "..", "configs",
-                           "leap.py") + ":testbed",
+                           "leap.py"),
     "Run config (model, sft, env, rl blocks): its warm start is step 0.")
 _TASKS = flags.DEFINE_string(
     "tasks", "gen:eval:48", "Task set (kernels_pallas/task_sets.py).")

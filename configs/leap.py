@@ -1,7 +1,7 @@
 """LEAP training and evaluation config (big_vision style: `configs/leap.py:variant`).
 
-  python launch/train.py --config=configs/leap.py          # embedded CPU default
-  python launch/train.py --config=configs/leap.py:testbed  # generated tasks
+  python launch/train.py --config=configs/leap.py          # the testbed (CPU)
+  python launch/train.py --config=configs/leap.py:level1   # hand-written suite
   python launch/train.py --config=configs/leap.py:bench    # the benchmark's policy
   python launch/train.py --config=configs/leap.py:smollm2  # SmolLM2-135M (wheel)
   python launch/train.py --config=configs/leap.py:hf --config.model.path=DIR
@@ -21,17 +21,19 @@ import ml_collections
 from leap_jax.rl.config import RLConfig
 from leap_jax.task_stream import TaskFilter
 
-VARIANTS = ("", "testbed", "bench", "smollm2", "hf", "smoke")
+VARIANTS = ("", "level1", "bench", "smollm2", "hf", "smoke")
+# Variants that were renamed: the name -> where that config lives now.
+RENAMED = {"testbed": "configs/leap.py (the default since stop 43)"}
 
-# The embedded default's RL tasks: the 16 level-1 training tasks whose
-# turn-1 success under the frozen warm start (lr 0, seeds 0-2, 16 steps x
-# 8 samples) was nearest one half (benchmarks/select_pool.py --count=16
-# on those runs). This policy has memorised all 48 and fails by slips; RL
-# fixes a task's slips only when it meets the task again (16 steps x 8
-# prompts meet each of 48 tasks under 3 times, and none of the settings
-# tried learnt beyond lr 0 there), so the default revisits 16 tasks 8
-# times. Its warm start still covers all 48 (sft.tasks). WORKSPACE.md,
-# "The embedded default".
+# The level-1 variant's RL tasks (the default until stop 43): the 16
+# level-1 training tasks whose turn-1 success under the frozen warm start
+# (lr 0, seeds 0-2, 16 steps x 8 samples) was nearest one half
+# (benchmarks/select_pool.py --count=16 on those runs). This policy has
+# memorised all 48 and fails by slips; RL fixes a task's slips only when
+# it meets the task again (16 steps x 8 prompts meet each of 48 tasks
+# under 3 times, and none of the settings tried learnt beyond lr 0 there),
+# so :level1 revisits 16 tasks 8 times. Its warm start still covers all
+# 48 (sft.tasks). WORKSPACE.md, "The level-1 variant".
 LEVEL1_MIXED = (
     "level1/avg_pool1d", "level1/avg_pool2d", "level1/batch_norm",
     "level1/group_norm", "level1/layer_norm", "level1/masked_softmax",
@@ -75,7 +77,7 @@ def model_config(variant: str) -> ml_collections.ConfigDict:
   # cudnn | pallas (leap_jax/model/attention.py); auto never makes [L, L]
   # scores (chunked on CPU, cudnn or pallas on GPU).
   model.attention = "auto"
-  # Embedded default only: a tiny Llama (0.7M parameters) and its tokenizer.
+  # Embedded policy only: a tiny Llama (0.7M parameters) and its tokenizer.
   model.vocab_size = 2048
   model.embed_dim = 128
   model.num_layers = 2
@@ -95,21 +97,21 @@ def rl_config(variant: str) -> ml_collections.ConfigDict:
       f.name: (f.default if f.default is not dataclasses.MISSING
                else f.default_factory())
       for f in dataclasses.fields(RLConfig)})
-  if variant in ("", "testbed", "bench", "smoke"):
+  if variant in ("", "level1", "bench", "smoke"):
     # The embedded policy: short answers and prompts.
     rl.update(max_new_tokens=512, max_prompt_tokens=512, max_seq_len=1024)
     # LEAP's objective, negatives kept, with a ceiling: this policy (0.7M
     # params) fails by slips, and plain negatives on the confident text
-    # after a slip wrecked it (WORKSPACE.md, "The embedded default"); A < 0
+    # after a slip wrecked it (WORKSPACE.md, "The level-1 variant"); A < 0
     # tokens it sampled above 0.5 carry no gradient. Measured: on all 48
     # level-1 tasks (seeds 0-2), lr 1e-4 and 4 clipped passes per rollout
     # are where positive-only and frozen are (none learns in 16 steps); on
-    # the 16 the default revisits it beats frozen in 5 of 5 seeds; on the
+    # the 16 :level1 revisits it beats frozen in 5 of 5 seeds; on the
     # testbed's pool, 1 pass at 3e-4 learns, and there leap keeps up with
     # multiturn_full per step. Positive-only (rl.negative_weight=0) stays
     # an ablation. Real checkpoints keep plain GRPO.
     rl.update(negative_max_prob=0.5, learning_rate=1e-4, epochs=4)
-    if variant in ("testbed", "bench"):
+    if variant in ("", "bench"):
       rl.update(learning_rate=3e-4, epochs=1)
     # Sampled at 1.0 its answers slip often (its warm start, 400 steps at
     # the longer prompt contract, ends at 0.04 nats/token): 27% of turn-1
@@ -157,7 +159,7 @@ SHARDING_RULES = (
 
 
 def sft_config() -> ml_collections.ConfigDict:
-  """The embedded default's warm start (launch/sft.py)."""
+  """The embedded policy's warm start (launch/sft.py)."""
   sft = ml_collections.ConfigDict()
   sft.steps = 400
   sft.batch_tokens = 4096        # rows x sequence length per step
@@ -219,11 +221,12 @@ def smoke(config: ml_collections.ConfigDict) -> None:
 
 
 def testbed(config: ml_collections.ConfigDict) -> None:
-  """The embedded policy on the generated families (kernels_pallas/generated,
-  WORKSPACE.md "The testbed"): warm-started on a part of their training
-  split, trained on all of it, held out: gen:eval (unseen op combinations
-  and shapes), of which the first 48 specs are evaluated before step 1 and
-  after the last (2 samples, about 100 s each here)."""
+  """The default: the embedded policy on the generated families
+  (kernels_pallas/generated, WORKSPACE.md "The testbed"), warm-started on a
+  part of their training split, trained on all of it, held out: gen:eval
+  (unseen op combinations and shapes), of which the first 48 specs are
+  evaluated before step 1 and after the last (2 samples, about 1 min each
+  here)."""
   config.train_tasks = "gen:train"
   config.eval_tasks = "gen:eval:48"
   config.eval_samples = 2
@@ -236,16 +239,29 @@ def testbed(config: ml_collections.ConfigDict) -> None:
                     split_lines=True,
                     # held-out Acc@1 at step 0: 0.14 -> 0.40 / 0.43
                     # (seeds 0 / 1; WORKSPACE.md, "The testbed", stop 41)
-                    tokenizer_feedback=True,
-                    dir="runs/warmstart_testbed")
+                    tokenizer_feedback=True)
+
+
+def level1(config: ml_collections.ConfigDict) -> None:
+  """The default until stop 43: the hand-written level-1 suite, where this
+  policy memorises the 48 training solutions and never solves a held-out
+  task (WORKSPACE.md, "The level-1 variant"). Held-out: the 14 level-1
+  eval tasks, 2 samples each, before step 1 and at steps 8 and 16 (5-10 s
+  per evaluation here)."""
+  config.train_tasks = ",".join(LEVEL1_MIXED)
+  config.eval_tasks = "level1"
+  config.eval_samples = 2
+  config.eval_at_start = True
+  config.eval_every = 8
+  config.sft.update(tasks="level1",  # all 48: the policy RL starts from
+                    dir="runs/warmstart_level1")
 
 
 def bench(config: ml_collections.ConfigDict) -> None:
   """The testbed with the policy benchmarks/leap_vs_full.py measures: its
   warm start sees more training specs for longer, then learns from its own
-  failures (stage 2; 45 min here in all against 15), and reaches held-out
-  Acc@1 0.20-0.36 at step 0 depending on the build, where the testbed's
-  reaches 0.16-0.17 (WORKSPACE.md, "The testbed")."""
+  failures (stage 2; 45 min here in all against 8; WORKSPACE.md, "The
+  testbed")."""
   testbed(config)
   # Stage 2 on the 667 training specs beyond those 1000: own failures
   # with their feedback make repair read it (WORKSPACE.md, stop 29).
@@ -258,6 +274,8 @@ def bench(config: ml_collections.ConfigDict) -> None:
 
 
 def get_config(variant: str = "") -> ml_collections.ConfigDict:
+  if variant in RENAMED:
+    raise ValueError(f"configs/leap.py:{variant} is now {RENAMED[variant]}")
   if variant not in VARIANTS:
     close = difflib.get_close_matches(variant, VARIANTS, n=1)
     raise ValueError(f"unknown variant {variant!r} of configs/leap.py"
@@ -267,9 +285,8 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   config.variant = variant
   config.seed = 0
   config.num_steps = 16
-  # A task set (kernels_pallas/task_sets.py). The embedded CPU default
-  # trains on 16 of the 48 level-1 training tasks (LEVEL1_MIXED).
-  config.train_tasks = ",".join(LEVEL1_MIXED) if variant == "" else "train"
+  # A task set (kernels_pallas/task_sets.py).
+  config.train_tasks = "train"
   config.workdir = f"runs/leap{'_' + variant if variant else ''}"
   config.checkpoint_every = 4
   # Every process prints a digest of its sampler's parameters per step.
@@ -292,30 +309,18 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   # TensorBoard, from process 0. "" = off (wandb is never imported).
   config.wandb_project = ""
   config.wandb_entity = ""
-  if variant == "":
-    # The 14 held-out level-1 tasks (it trains on level 1), 2 samples each,
-    # before step 1 and at steps 8 and 16: 5-10 s per evaluation here.
-    config.eval_tasks = "level1"
-    config.eval_samples = 2
-    config.eval_at_start = True
   config.model = model_config(variant)
   config.rl = rl_config(variant)
   # Which tasks the stream skips (all right or all wrong at turn 1 last
   # time); off in every variant. On level 1 with low 0.2, high 0.8 it beat
   # the unfiltered default at step 16 in 3 of 3 seeds but not the frozen
-  # control (WORKSPACE.md, "The embedded default").
+  # control (WORKSPACE.md, "The level-1 variant").
   config.task_filter = task_filter_config()
   config.sft = sft_config()
-  if variant == "":
-    config.sft.tasks = "level1"  # all 48: the policy RL starts from
   config.env = env_config()
   config.mesh = mesh_config()
   config.sharding_rules = SHARDING_RULES
-  if variant == "smoke":
-    smoke(config)
-  if variant == "testbed":
-    testbed(config)
-  if variant == "bench":
-    bench(config)
+  {"": testbed, "level1": level1, "bench": bench,
+   "smoke": smoke}.get(variant, lambda _: None)(config)
   config.lock()
   return config

@@ -1,4 +1,4 @@
-"""Makes the embedded default's warm start (tokenizer + supervised fine-tune).
+"""Makes the embedded policy's warm start (tokenizer + supervised fine-tune).
 
   python launch/sft.py --config=configs/leap.py [--force]
 
@@ -30,7 +30,7 @@ def main(argv):
   cli.absolute_paths(config)
   if config.model.source != "embedded":
     cli.fail("sft", f"the {config.model.source!r} variant starts from its "
-             "checkpoint; only the embedded default has a warm start")
+             "checkpoint; only the embedded policy has a warm start")
   if _FORCE.value and os.path.exists(config.sft.dir):
     shutil.rmtree(config.sft.dir)
   with cli.user_errors("sft", ValueError, store.WarmStartError):

@@ -53,7 +53,7 @@ def test_unknown_fields_name_the_nearest(capsys, monkeypatch):
 def test_bad_variant_file_and_value(capsys, monkeypatch):
   assert _error(capsys, monkeypatch, f"--config={CONFIG}:smok") == (
       f"--config={CONFIG}:smok: unknown variant 'smok' of configs/leap.py "
-      "(did you mean 'smoke'?); known: (default), testbed, bench, smollm2, hf, smoke")
+      "(did you mean 'smoke'?); known: (default), level1, bench, smollm2, hf, smoke")
   assert "not found" in _error(capsys, monkeypatch,
                                "--config=configs/nope.py")
   assert "invalid literal for int()" in _error(

@@ -1,1 +1,1 @@
-"""The embedded default policy's warm start: corpus, tokenizer, SFT data."""
+"""The embedded policy's warm start: corpus, tokenizer, SFT data."""

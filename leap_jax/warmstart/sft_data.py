@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import kernels_pallas
@@ -56,34 +57,57 @@ class Judged:
   feedback: str
 
 
+# Tasks per environment call of judge(): a progress line after each.
+PROGRESS_TASKS = 128
+
+
 def judge(env: Any, task_ids: Sequence[str], seed: int = 0,
-          repairs_per_task: int | None = None) -> list[Judged]:
+          repairs_per_task: int | None = None,
+          progress: Callable[..., None] | None = None) -> list[Judged]:
   """The mutants of `task_ids` (never the eval split) the environment
   failed, in task order. repairs_per_task: at most this many mutations per
-  task (a seeded choice; None: every applicable one), each one env call."""
+  task (a seeded choice; None: every applicable one), each one env call.
+  `progress(fmt, *args)` hears of every PROGRESS_TASKS tasks judged."""
   corpus.check_training_only(task_ids)
-  return judge_any_split(env, task_ids, seed, repairs_per_task)
+  return judge_any_split(env, task_ids, seed, repairs_per_task, progress)
+
+
+def _mutants(task_id: str, seed: int,
+             repairs_per_task: int | None) -> list[tuple[str, str]]:
+  """(mutation name, fenced mutant) of the task's solution."""
+  source = kernels_pallas.get_task(task_id).solution_candidate_source
+  mutants = sorted(mutations.mutate_all(source, seed).items())
+  if repairs_per_task is not None and len(mutants) > repairs_per_task:
+    rng = random.Random(f"{seed}:{task_id}")
+    mutants = sorted(rng.sample(mutants, repairs_per_task))
+  return [(name, fence(mutated)) for name, mutated in mutants]
 
 
 def judge_any_split(env: Any, task_ids: Sequence[str], seed: int = 0,
-                    repairs_per_task: int | None = None) -> list[Judged]:
+                    repairs_per_task: int | None = None,
+                    progress: Callable[..., None] | None = None
+                    ) -> list[Judged]:
   """judge() without the split check: for measuring a policy on held-out
   tasks (mutant_repair.py), never for training data."""
-  requests, kinds = [], []
-  for task_id in task_ids:
-    source = kernels_pallas.get_task(task_id).solution_candidate_source
-    mutants = sorted(mutations.mutate_all(source, seed).items())
-    if repairs_per_task is not None and len(mutants) > repairs_per_task:
-      rng = random.Random(f"{seed}:{task_id}")
-      mutants = sorted(rng.sample(mutants, repairs_per_task))
-    for name, mutated in mutants:
-      requests.append((task_id, fence(mutated)))
-      kinds.append(name)
-  return [Judged(task_id, name, text, verdict.feedback)
-          for (task_id, text), name, verdict in zip(
-              requests, kinds, env.evaluate(requests))
-          # ok: a harmless mutation; harness_error: nothing real to learn
-          if verdict.status not in (Status.OK, Status.HARNESS_ERROR)]
+  judged, start = [], time.monotonic()
+  for lo in range(0, len(task_ids), PROGRESS_TASKS):
+    requests = [(task_id, name, text)
+                for task_id in task_ids[lo:lo + PROGRESS_TASKS]
+                for name, text in _mutants(task_id, seed, repairs_per_task)]
+    verdicts = env.evaluate([(task_id, text)
+                             for task_id, _, text in requests])
+    judged += [Judged(task_id, name, text, verdict.feedback)
+               for (task_id, name, text), verdict in zip(requests, verdicts)
+               # ok: a harmless mutation; harness_error: nothing to learn
+               if verdict.status not in (Status.OK, Status.HARNESS_ERROR)]
+    if progress:
+      done = min(lo + PROGRESS_TASKS, len(task_ids))
+      elapsed = time.monotonic() - start
+      progress("warm start data: mutants of %d of %d tasks judged, %d "
+               "failed, %.0f s elapsed, ETA %.0f s", done, len(task_ids),
+               len(judged), elapsed,
+               elapsed / done * (len(task_ids) - done))
+  return judged
 
 
 def build(tokenizer: Any, task_ids: Sequence[str], judged: Sequence[Judged],

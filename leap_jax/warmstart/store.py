@@ -74,7 +74,7 @@ class WarmStartError(RuntimeError):
 
 
 def embedded_model_config(model: ml_collections.ConfigDict) -> model_config.ModelConfig:
-  """The embedded default's Llama from the config's `model` block."""
+  """The embedded policy's Llama from the config's `model` block."""
   return model_config.ModelConfig(
       **{f: model[f] for f in MODEL_FIELDS}, tie_embeddings=True,
       family="llama", attention=model.attention)
@@ -298,7 +298,8 @@ def _stage1(directory: str, config: ml_collections.ConfigDict,
   tasks = [kernels_pallas.get_task(t) for t in judged_ids]
   t = time.monotonic()
   # Judged before the tokenizer is trained: their feedback may train it.
-  judged = sft_data.judge(env, judged_ids, seed, config.sft.repairs_per_task)
+  judged = sft_data.judge(env, judged_ids, seed, config.sft.repairs_per_task,
+                          progress=_LOG.info)
   texts = corpus.task_texts(tasks)
   if config.sft.get("tokenizer_feedback", False):
     texts += corpus.feedback_texts(judged)

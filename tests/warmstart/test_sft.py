@@ -55,6 +55,30 @@ def test_eval_tasks_are_refused(tok):
     sft_data.build(tok, ["level1/softmax"], [], 0)
 
 
+def test_judging_in_blocks_reports_progress_and_judges_the_same(monkeypatch):
+  class FailingEnv:
+    calls = 0
+
+    def evaluate(self, requests):
+      FailingEnv.calls += 1
+      return [Verdict(t, Status.WRONG_OUTPUT, f"bad {len(a)}")
+              for t, a in requests]
+
+  whole = sft_data.judge(FailingEnv(), TASKS)
+  assert FailingEnv.calls == 1 and {j.task_id for j in whole} == set(TASKS)
+  monkeypatch.setattr(sft_data, "PROGRESS_TASKS", 1)
+  heard = []
+  blocks = sft_data.judge(FailingEnv(), TASKS,
+                          progress=lambda fmt, *a: heard.append(fmt % a))
+  assert blocks == whole and FailingEnv.calls == 3
+  first = sum(j.task_id == TASKS[0] for j in whole)
+  assert len(heard) == 2
+  assert heard[0].startswith(f"warm start data: mutants of 1 of 2 tasks "
+                             f"judged, {first} failed")
+  assert f"2 of 2 tasks judged, {len(whole)} failed" in heard[1]
+  assert heard[1].endswith("ETA 0 s")
+
+
 def test_training_lowers_the_answer_loss(tok, examples):
   cfg = model_config.ModelConfig(vocab_size=len(tok), embed_dim=64, num_layers=1,
                                  num_heads=2, num_kv_heads=1, head_dim=32,

@@ -98,7 +98,7 @@ def test_info_is_json_with_losses(made):
 
 def test_warm_start_tasks_from_the_sft_task_set():
   import kernels_pallas
-  config = leap.get_config("testbed")
+  config = leap.get_config()
   got = store.warm_start_tasks(config, ["level1/relu"])
   assert got == kernels_pallas.resolve_tasks("gen:train:600")
   config = _config("unused")
