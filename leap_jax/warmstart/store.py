@@ -41,6 +41,8 @@ from leap_jax.model import config as model_config
 from leap_jax.model import transformer
 from leap_jax.model import tokenizer as tokenizer_lib
 from leap_jax.warmstart import corpus, self_repair, sft, sft_data
+from leap_jax.warmstart.tasks import (repair_only_tasks, self_repair_tasks,
+                                      warm_start_tasks)
 from leap_jax.warmstart import tokenizer as embedded_tokenizer
 
 _LOG = logging.getLogger(__name__)
@@ -78,69 +80,6 @@ def embedded_model_config(model: ml_collections.ConfigDict) -> model_config.Mode
   return model_config.ModelConfig(
       **{f: model[f] for f in MODEL_FIELDS}, tie_embeddings=True,
       family="llama", attention=model.attention)
-
-
-def warm_start_tasks(config: ml_collections.ConfigDict,
-                     run_task_ids: Sequence[str]) -> list[str]:
-  """What the warm start learns from: the task set config.sft.tasks
-  (training split only), or the run's training tasks when it is empty."""
-  spec = config.sft.get("tasks", "")
-  if not spec:
-    return list(run_task_ids)
-  try:
-    return kernels_pallas.resolve_tasks(spec, split="train")
-  except ValueError as e:
-    raise ValueError(f"sft.tasks: {e}") from None
-
-
-def repair_only_tasks(config: ml_collections.ConfigDict,
-                      run_task_ids: Sequence[str]) -> list[str]:
-  """Specs that give repair examples and no solution example:
-  config.sft.repair_only_tasks (training split) less the warm start's own.
-
-  Why: a spec whose solution example the warm start learns is answered from
-  its task text alone, so its repair examples never need the attempt; on
-  a spec seen only through repairs the attempt is the best evidence there
-  is, which is what a held-out spec's repair needs (WORKSPACE.md, stop 42).
-  """
-  spec = config.sft.get("repair_only_tasks", "")
-  if not spec:
-    return []
-  try:
-    pool = kernels_pallas.resolve_tasks(spec, split="train")
-  except ValueError as e:
-    raise ValueError(f"sft.repair_only_tasks: {e}") from None
-  seen = set(warm_start_tasks(config, run_task_ids))
-  tasks = [t for t in pool if t not in seen]
-  if not tasks:
-    raise ValueError(f"sft.repair_only_tasks ({spec}) holds only specs the "
-                     f"warm start learns solutions of: name others or set "
-                     f"it to \"\"")
-  return tasks
-
-
-def self_repair_tasks(config: ml_collections.ConfigDict,
-                      run_task_ids: Sequence[str]) -> list[str]:
-  """Stage 2's specs: config.sft.self_repair_tasks (training split; "": the
-  run's training tasks) less the warm start's own; [] when stage 2 is off."""
-  if config.sft.get("self_repair_steps", 0) <= 0:
-    return []
-  spec = config.sft.get("self_repair_tasks", "")
-  try:
-    pool = (kernels_pallas.resolve_tasks(spec, split="train") if spec
-            else list(run_task_ids))
-  except ValueError as e:
-    raise ValueError(f"sft.self_repair_tasks: {e}") from None
-  seen = set(warm_start_tasks(config, run_task_ids)) | set(
-      repair_only_tasks(config, run_task_ids))
-  tasks = [t for t in pool if t not in seen]
-  if not tasks:
-    raise ValueError(
-        f"sft.self_repair_steps = {config.sft.self_repair_steps} but every "
-        f"task of sft.self_repair_tasks ({spec or 'the run training tasks'}) "
-        f"is one the warm start learns from: its own failures there are "
-        f"memorised slips; name unseen training specs or set it to 0")
-  return tasks
 
 
 def settings(config: ml_collections.ConfigDict,

@@ -96,18 +96,6 @@ def test_info_is_json_with_losses(made):
   assert info["loss_last_quarter"] > 0
 
 
-def test_warm_start_tasks_from_the_sft_task_set():
-  import kernels_pallas
-  config = leap.get_config()
-  got = store.warm_start_tasks(config, ["level1/relu"])
-  assert got == kernels_pallas.resolve_tasks("gen:train:600")
-  config = _config("unused")
-  assert store.warm_start_tasks(config, TASKS) == TASKS  # sft.tasks = ""
-  config.sft.tasks = "gen:eval:3"
-  with pytest.raises(ValueError, match="sft.tasks.*held out"):
-    store.warm_start_tasks(config, TASKS)
-
-
 def test_a_setting_added_later_reads_as_its_default(made, tmp_path):
   directory, config, _ = made
   path = os.path.join(directory, store.INFO_FILE)
@@ -236,16 +224,6 @@ def test_repair_only_specs_give_repairs_and_no_solution(made, tmp_path):
     store.settings(config, TASKS)
 
 
-def test_repair_only_specs_must_be_other_training_specs(tmp_path):
-  config = _config(tmp_path)
-  config.sft.repair_only_tasks = "level1/relu"  # sft.tasks "": relu is seen
-  with pytest.raises(ValueError, match="repair_only_tasks.*solutions of"):
-    store.settings(config, TASKS)
-  config.sft.repair_only_tasks = "gen:eval:2"
-  with pytest.raises(ValueError, match="sft.repair_only_tasks.*held out"):
-    store.settings(config, TASKS)
-
-
 def test_self_repair_stage_resumes_after_a_crash(tmp_path):
   directory = str(tmp_path / "w")
   config = _self_repair_config(directory)
@@ -273,17 +251,10 @@ def test_self_repair_stage_resumes_after_a_crash(tmp_path):
                make_repair_env=_RepairEnv)
 
 
-def test_self_repair_needs_unseen_specs_and_an_environment(tmp_path):
-  config = _config(tmp_path)
-  config.sft.self_repair_steps = 2  # sft.tasks "": the warm start saw all
-  with pytest.raises(ValueError, match="self_repair_tasks.*memorised"):
-    store.settings(config, TASKS)
+def test_self_repair_needs_an_environment(tmp_path):
   config = _self_repair_config(tmp_path)
   with pytest.raises(ValueError, match="make_repair_env"):
     store.make(str(tmp_path / "w"), config, TASKS, _WrongEnv())
-  config.sft.self_repair_tasks = "gen:eval:2"
-  with pytest.raises(ValueError, match="sft.self_repair_tasks.*held out"):
-    store.settings(config, TASKS)
 
 
 def test_ensure_fixes_trial_inputs_by_the_seed(tmp_path, monkeypatch):
