@@ -22,14 +22,15 @@ import kernels_pallas
 SPLITS = ("eval", "train", "all")
 
 
-def training_tasks(spec: str) -> list[str]:
+def training_tasks(spec: str, field: str = "train_tasks") -> list[str]:
   """Task ids a run trains on: a task-set spec (kernels_pallas.task_sets:
   "train", "gen:train", ids, prefixes such as "level1"), from the training
-  split only (the eval split is held out from training)."""
+  split only (the eval split is held out from training). An error names
+  the config field the spec came from."""
   try:
     return kernels_pallas.resolve_tasks(spec, split="train")
   except ValueError as e:
-    raise ValueError(f"train_tasks: {e}") from None
+    raise ValueError(f"{field}: {e}") from None
 
 
 def eval_tasks(split: str, spec: str = "", train_spec: str = "train"

@@ -39,8 +39,10 @@ def test_training_tasks_by_split_prefix_and_id():
   assert task_stream.training_tasks("level1/relu, level1/relu") == ["level1/relu"]
   with pytest.raises(ValueError, match="held out"):
     task_stream.training_tasks(kernels_pallas.task_ids("eval")[0])
-  with pytest.raises(ValueError, match="names no training task"):
+  with pytest.raises(ValueError, match="^train_tasks: .*names no training task"):
     task_stream.training_tasks("level9")
+  with pytest.raises(ValueError, match="^sft.tasks: "):  # the field it names
+    task_stream.training_tasks("level9", "sft.tasks")
 
 
 def test_eval_tasks_split_and_names():

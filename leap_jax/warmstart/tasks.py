@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import ml_collections
 
-import kernels_pallas
+from leap_jax.task_stream import training_tasks
 
 
 def warm_start_tasks(config: ml_collections.ConfigDict,
@@ -20,12 +20,7 @@ def warm_start_tasks(config: ml_collections.ConfigDict,
   """What the warm start learns from: the task set config.sft.tasks
   (training split only), or the run's training tasks when it is empty."""
   spec = config.sft.get("tasks", "")
-  if not spec:
-    return list(run_task_ids)
-  try:
-    return kernels_pallas.resolve_tasks(spec, split="train")
-  except ValueError as e:
-    raise ValueError(f"sft.tasks: {e}") from None
+  return training_tasks(spec, "sft.tasks") if spec else list(run_task_ids)
 
 
 def repair_only_tasks(config: ml_collections.ConfigDict,
@@ -41,10 +36,7 @@ def repair_only_tasks(config: ml_collections.ConfigDict,
   spec = config.sft.get("repair_only_tasks", "")
   if not spec:
     return []
-  try:
-    pool = kernels_pallas.resolve_tasks(spec, split="train")
-  except ValueError as e:
-    raise ValueError(f"sft.repair_only_tasks: {e}") from None
+  pool = training_tasks(spec, "sft.repair_only_tasks")
   seen = set(warm_start_tasks(config, run_task_ids))
   tasks = [t for t in pool if t not in seen]
   if not tasks:
@@ -61,11 +53,8 @@ def self_repair_tasks(config: ml_collections.ConfigDict,
   if config.sft.get("self_repair_steps", 0) <= 0:
     return []
   spec = config.sft.get("self_repair_tasks", "")
-  try:
-    pool = (kernels_pallas.resolve_tasks(spec, split="train") if spec
-            else list(run_task_ids))
-  except ValueError as e:
-    raise ValueError(f"sft.self_repair_tasks: {e}") from None
+  pool = (training_tasks(spec, "sft.self_repair_tasks") if spec
+          else list(run_task_ids))
   seen = set(warm_start_tasks(config, run_task_ids)) | set(
       repair_only_tasks(config, run_task_ids))
   tasks = [t for t in pool if t not in seen]
