@@ -1,7 +1,8 @@
 """LEAP vs full multi-turn RL: wall clock to a fixed held-out accuracy, over seeds.
 
 On configs/leap.py:bench (the testbed: generated specs, held-out
-gen:eval:48; WORKSPACE.md "The testbed"). Per seed s (0..--seeds-1): a warm
+gen:eval:48; WORKSPACE.md "The testbed"), or the variant --variant names
+(--variant= : the default config, the README's run). Per seed s (0..--seeds-1): a warm
 start of its own (config.seed = s; with --shared_warm_start seed 0's for
 all), then every mode (leap, multiturn_full,
 optionally grpo_single_turn) trains from it in `launch/train.py`
@@ -32,7 +33,7 @@ so a changed default is a new measurement); a rerun with the same settings
 reads it back instead of training again, so a crash or ^C in a later seed
 loses only that seed.
 
-  python benchmarks/leap_vs_full.py [--seeds=3] [--steps=16] [--eval_every=4]
+  python benchmarks/leap_vs_full.py [--variant=bench] [--seeds=3] [--steps=16] [--eval_every=4]
       [--eval_split=gen:eval:48] [--eval_samples=4] [--target=-1] [--target_margin=0.05]
       [--modes=leap,multiturn_full] [--out=DIR] [--shared_warm_start]
       [--extra=--config.X=Y ...]
@@ -74,6 +75,9 @@ MODES = ("leap", "multiturn_full", "grpo_single_turn")
 _QUICK = flags.DEFINE_bool(
     "quick", False, "configs/leap.py:smoke, 2 seeds x 2 steps, evaluated on "
     "the smoke's training tasks (its held-out tasks are out of its reach).")
+_VARIANT = flags.DEFINE_string(
+    "variant", "bench", "configs/leap.py's variant (empty: the default "
+    "config); not with --quick, which is :smoke.")
 _SEEDS = flags.DEFINE_integer("seeds", 0, "Seeds 0..N-1 (0: 3, or 2 with "
                               "--quick).")
 _STEPS = flags.DEFINE_integer("steps", 0, "Steps per run (0: 16, or 2 with "
@@ -230,6 +234,12 @@ def warm_start_dir(base: str, seed: int, shared: bool) -> str:
   return base if shared or not seed else f"{base}_seed{seed}"
 
 
+def default_out(variant: str) -> str:
+  """runs/<this> holds a variant's runs when --out is not given."""
+  return {"bench": "leap_vs_full", "smoke": "leap_vs_full_quick"}.get(
+      variant, f"leap_vs_full_{variant or 'default'}")
+
+
 def _python(script: str, *args: str) -> list[str]:
   return [sys.executable, os.path.join(*script.split("/")), *args]
 
@@ -264,6 +274,16 @@ class Runner:
             # to 4 of 128 trajectories between runs).
             "eval_input_seed": seed,
             "modes": list(_MODES.value), "extra": list(_EXTRA.value)}
+
+  def train_args(self, seed: int, sft_dir: str, workdir: str, mode: str,
+                 step: int) -> list[str]:
+    """launch/train.py's arguments for the segment that ends at `step`."""
+    return [*self.common(seed, sft_dir), f"--workdir={workdir}",
+            f"--config.rl.mode={mode}", f"--config.num_steps={step}",
+            f"--config.checkpoint_every={step}",
+            # The benchmark evaluates in processes of its own, off the
+            # training clock; a variant's own evaluations would double them.
+            "--config.eval_at_start=False", "--config.eval_every=0"]
 
   def evaluate(self, workdir: str, step: int, log: str, seed: int) -> dict:
     self.seconds["eval"] += run_logged(_python(
@@ -304,9 +324,8 @@ class Runner:
       accs[mode] = {}
       for step in steps:
         self.seconds["train"] += run_logged(_python(
-            "launch/train.py", *common, f"--workdir={workdir}",
-            f"--config.rl.mode={mode}", f"--config.num_steps={step}",
-            f"--config.checkpoint_every={step}"), log)
+            "launch/train.py", *self.train_args(seed, sft_dir, workdir, mode,
+                                                step)), log)
         if turns is None:
           # The frozen control: step 0 is the warm start every mode starts
           # from, evaluated with the same tasks and seed; it alone sets the
@@ -329,9 +348,14 @@ def main(argv):
   if len(argv) > 1:
     fail("leap_vs_full", f"unexpected arguments: {argv[1:]}")
   quick = _QUICK.value
-  variant = "smoke" if quick else "bench"
-  defaults = leap_config.get_config(variant)
-  config = f"configs/leap.py:{variant}"
+  if quick and _VARIANT.value != "bench":
+    fail("leap_vs_full", "--quick runs configs/leap.py:smoke; drop --variant")
+  variant = "smoke" if quick else _VARIANT.value
+  try:
+    defaults = leap_config.get_config(variant)
+  except ValueError as e:
+    fail("leap_vs_full", f"--variant: {e}")
+  config = f"configs/leap.py{':' + variant if variant else ''}"
   num_seeds = _SEEDS.value or (2 if quick else 3)
   steps = _STEPS.value or (2 if quick else 16)  # issues 19/20: >= 16
   every = _EVAL_EVERY.value or (2 if quick else 4)
@@ -342,7 +366,7 @@ def main(argv):
     fail("leap_vs_full", "--eval_samples must be >= 2, --steps and "
          "--eval_every >= 1")
   out = os.path.abspath(_OUT.value or os.path.join(
-      ROOT, "runs", "leap_vs_full_quick" if quick else "leap_vs_full"))
+      ROOT, "runs", default_out(variant)))
   os.makedirs(out, exist_ok=True)
   sft_base = os.path.abspath(_SFT_DIR.value) if _SFT_DIR.value else ""
   runner = Runner(config, out, split, samples, _SHARED_WARM_START.value,

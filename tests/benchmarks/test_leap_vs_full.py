@@ -65,6 +65,39 @@ def test_a_changed_default_is_a_new_key(monkeypatch):
   assert keys[0]["defaults"] == digest and keys[0] != keys[1]
 
 
+def test_training_segments_leave_evaluation_to_the_benchmark(monkeypatch):
+  for name, value in (("_MODES", ["leap"]), ("_EXTRA", [])):
+    monkeypatch.setattr(lvf, name, type("Flag", (), {"value": value}))
+  runner = lvf.Runner("configs/leap.py", "/out", "gen:eval:48", 4)
+  args = runner.train_args(1, "/ws", "/out/seed1/leap", "leap", 8)
+  for arg in ("--config=configs/leap.py", "--config.seed=1",
+              "--workdir=/out/seed1/leap", "--config.rl.mode=leap",
+              "--config.num_steps=8", "--config.checkpoint_every=8",
+              # the default config evaluates before step 1 and at the last
+              "--config.eval_at_start=False", "--config.eval_every=0"):
+    assert arg in args, arg
+
+
+def test_each_variant_has_its_own_default_out():
+  assert lvf.default_out("bench") == "leap_vs_full"
+  assert lvf.default_out("smoke") == "leap_vs_full_quick"
+  assert lvf.default_out("") == "leap_vs_full_default"
+  assert lvf.default_out("level1") == "leap_vs_full_level1"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--variant=benhc"], "--variant: unknown variant 'benhc' of "
+     "configs/leap.py (did you mean 'bench'?)"),
+    (["--quick", "--variant="], "--quick runs configs/leap.py:smoke"),
+])
+def test_a_bad_variant_is_refused_before_any_run(tmp_path, args, message):
+  out = subprocess.run([sys.executable, SCRIPT, f"--out={tmp_path}", *args],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+  assert out.returncode == 2, out.stderr[-2000:]
+  assert f"leap_vs_full: error: {message}" in out.stderr
+  assert not list(tmp_path.iterdir())
+
+
 def test_describe_split_names_a_list_by_its_size():
   assert lvf.describe_split("gen:eval:48") == "gen:eval:48"
   assert lvf.describe_split("a/x,b/y") == "a/x,b/y"
